@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"github.com/tidwall/gjson"
+)
+
+// Client speaks the OpenAI-compatible chat API of llama-server or any remote endpoint (vLLM, SGLang, another
+// llama-server host). It is safe for concurrent use.
+type Client struct {
+	base string
+	oa   *openai.Client
+	http *http.Client
+	key  string
+}
+
+// NewClient returns a client for baseURL, the server's root (e.g. http://127.0.0.1:8080) or its /v1 URL.
+// apiKey may be empty for a local server.
+func NewClient(baseURL, apiKey string) *Client {
+	root := strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1")
+	hc := &http.Client{}
+	cfg := openai.DefaultConfig(apiKey)
+	cfg.BaseURL = root + "/v1"
+	cfg.HTTPClient = &extraDoer{next: hc}
+	// llama-server sends keep-alive blank lines while it prefills a long prompt; do not treat them as a broken
+	// stream.
+	cfg.EmptyMessagesLimit = 1 << 20
+	return &Client{base: root, oa: openai.NewClientWithConfig(cfg), http: hc, key: apiKey}
+}
+
+// BaseURL returns the server root the client talks to.
+func (c *Client) BaseURL() string { return c.base }
+
+// Extra holds the llama.cpp request fields go-openai lacks. Nil pointers are left out of the request.
+type Extra struct {
+	CachePrompt *bool
+	IDSlot      *int
+	NPredict    *int
+	// Fields are merged into the request body last, for anything else the server understands.
+	Fields map[string]any
+}
+
+func (e Extra) fields() map[string]any {
+	m := map[string]any{}
+	if e.CachePrompt != nil {
+		m["cache_prompt"] = *e.CachePrompt
+	}
+	if e.IDSlot != nil {
+		m["id_slot"] = *e.IDSlot
+	}
+	if e.NPredict != nil {
+		m["n_predict"] = *e.NPredict
+	}
+	for k, v := range e.Fields {
+		m[k] = v
+	}
+	return m
+}
+
+// Request is a chat request plus llama.cpp extras. ChatTemplateKwargs is go-openai's own field.
+type Request struct {
+	openai.ChatCompletionRequest
+	Extra Extra
+}
+
+// Timings is llama-server's per-request timing block, including speculative-decoding counters.
+type Timings struct {
+	CacheN             int     `json:"cache_n"`
+	PromptN            int     `json:"prompt_n"`
+	PromptMS           float64 `json:"prompt_ms"`
+	PromptPerSecond    float64 `json:"prompt_per_second"`
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
+	DraftN             int     `json:"draft_n"`
+	DraftNAccepted     int     `json:"draft_n_accepted"`
+}
+
+// Response is a complete chat answer with the server's timings when it reports them.
+type Response struct {
+	openai.ChatCompletionResponse
+	Timings *Timings
+}
+
+// Chat sends a non-streaming request.
+func (c *Client) Chat(ctx context.Context, req Request) (Response, error) {
+	req.Stream = false
+	var raw []byte
+	ctx = withExtra(ctx, req.Extra, &raw)
+	resp, err := c.oa.CreateChatCompletion(ctx, req.ChatCompletionRequest)
+	if err != nil {
+		return Response{}, fmt.Errorf("chat completion at %s: %w", c.base, err)
+	}
+	return Response{ChatCompletionResponse: resp, Timings: timingsFrom(raw)}, nil
+}
+
+// Chunk is one streamed delta. Timings is set on the chunk that carries them (llama-server: the last one).
+type Chunk struct {
+	openai.ChatCompletionStreamResponse
+	Timings *Timings
+}
+
+// Stream is an open streaming response. Recv returns io.EOF after the server's [DONE].
+type Stream struct {
+	s    *openai.ChatCompletionStream
+	base string
+	// done is set once a finish_reason arrived: go-openai reports io.EOF both for [DONE] and for a connection
+	// that just closed, and only the first is a complete answer.
+	done bool
+}
+
+// ChatStream starts a streaming request.
+func (c *Client) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+	req.Stream = true
+	ctx = withExtra(ctx, req.Extra, nil)
+	s, err := c.oa.CreateChatCompletionStream(ctx, req.ChatCompletionRequest)
+	if err != nil {
+		return nil, fmt.Errorf("chat stream at %s: %w", c.base, err)
+	}
+	return &Stream{s: s, base: c.base}, nil
+}
+
+// ErrStreamBroken reports a stream that ended before the server said it was done (server crash, dropped
+// connection).
+var ErrStreamBroken = errors.New("stream ended before the server finished")
+
+// Recv returns the next chunk.
+func (s *Stream) Recv() (Chunk, error) {
+	line, err := s.s.RecvRaw()
+	if err != nil {
+		if errors.Is(err, io.EOF) && s.done {
+			return Chunk{}, io.EOF
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return Chunk{}, fmt.Errorf("%w (%s): %w", ErrStreamBroken, s.base, err)
+		}
+		return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, err)
+	}
+	var ch Chunk
+	if err := json.Unmarshal(line, &ch.ChatCompletionStreamResponse); err != nil {
+		return Chunk{}, fmt.Errorf("stream from %s: bad chunk %.200q: %w", s.base, line, err)
+	}
+	ch.Timings = timingsFrom(line)
+	for _, c := range ch.Choices {
+		if c.FinishReason != "" {
+			s.done = true
+		}
+	}
+	return ch, nil
+}
+
+// Close releases the connection; closing mid-stream makes llama-server stop generating.
+func (s *Stream) Close() error { return s.s.Close() }
+
+func timingsFrom(raw []byte) *Timings {
+	if len(raw) == 0 || !bytes.Contains(raw, []byte(`"timings"`)) {
+		return nil
+	}
+	r := gjson.GetBytes(raw, "timings")
+	if !r.IsObject() {
+		return nil
+	}
+	var t Timings
+	if err := json.Unmarshal([]byte(r.Raw), &t); err != nil {
+		return nil
+	}
+	return &t
+}
+
+// ImagePart makes an image content part as a data URI, the form llama-server and OpenAI accept. The bytes are
+// sent unchanged so the server's image cache (keyed on decoded pixels) hits on every later turn.
+func ImagePart(mime string, data []byte) openai.ChatMessagePart {
+	return openai.ChatMessagePart{
+		Type:     openai.ChatMessagePartTypeImageURL,
+		ImageURL: &openai.ChatMessageImageURL{URL: "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data)},
+	}
+}
+
+type extraKey struct{}
+
+type extraVal struct {
+	fields map[string]any
+	raw    *[]byte
+}
+
+func withExtra(ctx context.Context, e Extra, raw *[]byte) context.Context {
+	f := e.fields()
+	if len(f) == 0 && raw == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, extraKey{}, extraVal{fields: f, raw: raw})
+}
+
+// extraDoer merges request-scoped llama.cpp fields into the JSON body and keeps the raw non-streamed response,
+// so go-openai stays unforked and its types stay ours to extend.
+type extraDoer struct{ next *http.Client }
+
+func (d *extraDoer) Do(req *http.Request) (*http.Response, error) {
+	ev, ok := req.Context().Value(extraKey{}).(extraVal)
+	if !ok {
+		return d.next.Do(req)
+	}
+	if len(ev.fields) > 0 && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
+		}
+		for k, v := range ev.fields {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("merge llama.cpp field %s: %w", k, err)
+			}
+			m[k] = b
+		}
+		body, err = json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	resp, err := d.next.Do(req)
+	if err != nil || ev.raw == nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	*ev.raw = body
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// Get fetches a JSON endpoint of the server (e.g. /props, /slots) into out.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s%s: %w", c.base, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("GET %s%s: %w", c.base, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return &HTTPError{URL: c.base + path, Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("GET %s%s: decode: %w", c.base, path, err)
+	}
+	return nil
+}
+
+// HTTPError is a non-200 answer from the server.
+type HTTPError struct {
+	URL    string
+	Status int
+	Body   string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d: %.300s", e.URL, e.Status, e.Body)
+}

@@ -1,0 +1,71 @@
+// Package enginetest gives tests a real llama-server: it finds the binary (skipping with install instructions
+// outside CI, failing in CI where the engine must be present) and starts servers that die with the test.
+package enginetest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/visorhq/visor/engine/llamacpp"
+)
+
+// Binary returns the llama-server to test against. Outside CI a missing engine skips the test with the command
+// that installs it; in CI (CI set) it fails, because real-engine tests must never silently skip there.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := llamacpp.Find("")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("real-engine test needs llama-server in CI: %v", err)
+		}
+		t.Skipf("skipping real-engine test: %v (install with: make engine)", err)
+	}
+	return bin
+}
+
+// SharedModel returns a file from the project's shared/ folder (read-only models such as stories260K.gguf).
+func SharedModel(t testing.TB, name string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	for _, dir := range []string{os.Getenv("VISOR_SHARED"), filepath.Join(root, "..", "shared"), filepath.Join(root, "testdata")} {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, "models", name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("shared model %s not found (set VISOR_SHARED to the shared/ folder)", name)
+	}
+	t.Skipf("shared model %s not found (set VISOR_SHARED to the shared/ folder)", name)
+	return ""
+}
+
+// Start runs a server for the test and stops it in Cleanup. cfg.Binary defaults to Binary(t).
+func Start(t testing.TB, cfg llamacpp.Config) *llamacpp.Server {
+	t.Helper()
+	if cfg.Binary == "" {
+		cfg.Binary = Binary(t)
+	}
+	if cfg.LogFile == "" {
+		cfg.LogFile = filepath.Join(t.TempDir(), "llama-server.log")
+	}
+	if cfg.Threads == 0 {
+		cfg.Threads = 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := llamacpp.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start llama-server: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
