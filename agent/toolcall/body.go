@@ -1,0 +1,648 @@
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// parseBlock reads the calls in one block; raw includes the opening (and, if present, closing) tag.
+func parseBlock(open, raw string) ([]Call, error) {
+	body := raw
+	switch open {
+	case tagCallOpen:
+		body = strings.TrimPrefix(body, tagCallOpen)
+		body = strings.TrimSuffix(body, tagCallClose)
+		t := strings.TrimSpace(body)
+		switch {
+		case strings.Contains(t, tagFuncOpen):
+			return parseXMLFunctions(t)
+		case strings.HasPrefix(t, "<invoke") || strings.HasPrefix(t, "<"+nsPrefix+"invoke"):
+			return parseInvokes(t)
+		}
+		return parseJSONCalls(t, false)
+	case tagFuncOpen:
+		return parseXMLFunctions(strings.TrimSuffix(body, tagCallClose))
+	case tagFuncCallsOpen:
+		return parseInvokes(body)
+	}
+	return nil, fmt.Errorf("%w: unknown block %s", ErrMalformed, open)
+}
+
+// parseJSONCalls reads one or more JSON (or Python-literal) calls, separated by whitespace, ';' or ',' and
+// possibly by <tool_call> tags that a model repeated without closing (pwilkin/llama.cpp#9). strict demands the
+// "arguments"/"parameters" key, for text that is only a call if it clearly says so.
+func parseJSONCalls(s string, strict bool) ([]Call, error) {
+	s = stripFence(strings.TrimSpace(s))
+	var calls []Call
+	for {
+		s = trimSeps(s)
+		if s == "" {
+			break
+		}
+		if s[0] != '{' && s[0] != '[' {
+			return calls, fmt.Errorf("%w: expected a JSON object", ErrMalformed)
+		}
+		seg := s
+		if n := valueEnd(s); n > 0 {
+			seg = s[:n]
+		}
+		v, repaired, err := decodeLenient(seg)
+		if err != nil {
+			return calls, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		cs, err := callsFromValue(v, strict)
+		if err != nil {
+			return calls, err
+		}
+		for i := range cs {
+			cs[i].Raw = seg
+			cs[i].Repaired = joinNotes(repaired, cs[i].Repaired)
+		}
+		calls = append(calls, cs...)
+		s = s[len(seg):]
+	}
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrMalformed)
+	}
+	return calls, nil
+}
+
+func trimSeps(s string) string {
+	for {
+		t := strings.TrimLeft(s, " \t\r\n;,")
+		t = strings.TrimPrefix(t, tagCallOpen)
+		t = strings.TrimPrefix(t, tagCallClose)
+		if t == s {
+			return s
+		}
+		s = t
+	}
+}
+
+func stripFence(s string) string {
+	if !strings.HasPrefix(s, "```") {
+		return s
+	}
+	s = strings.TrimPrefix(s, "```")
+	if nl := strings.IndexByte(s, '\n'); nl >= 0 && !strings.ContainsAny(s[:nl], "{[") {
+		s = s[nl+1:]
+	}
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "```"))
+}
+
+func joinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + ", " + b
+}
+
+func callsFromValue(v json.RawMessage, strict bool) ([]Call, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) > 0 && v[0] == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(v, &items); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		var calls []Call
+		for _, it := range items {
+			c, err := callFromObject(it, strict)
+			if err != nil {
+				return calls, err
+			}
+			calls = append(calls, c)
+		}
+		return calls, nil
+	}
+	c, err := callFromObject(v, strict)
+	if err != nil {
+		return nil, err
+	}
+	return []Call{c}, nil
+}
+
+func callFromObject(v json.RawMessage, strict bool) (Call, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return Call{}, fmt.Errorf("%w: a call must be a JSON object: %w", ErrMalformed, err)
+	}
+	// OpenAI's own shape, {"type":"function","function":{"name":…,"arguments":…}}, sometimes appears as text.
+	if fn, ok := m["function"]; ok && len(bytes.TrimSpace(fn)) > 0 && bytes.TrimSpace(fn)[0] == '{' {
+		return callFromObject(fn, strict)
+	}
+	var c Call
+	if err := json.Unmarshal(m["name"], &c.Name); err != nil || strings.TrimSpace(c.Name) == "" {
+		return Call{}, fmt.Errorf("%w: missing \"name\"", ErrMalformed)
+	}
+	c.Name = strings.TrimSpace(c.Name)
+	args, ok := m["arguments"]
+	if !ok {
+		args, ok = m["parameters"]
+	}
+	if !ok {
+		if strict {
+			return Call{}, fmt.Errorf("%w: missing \"arguments\"", ErrMalformed)
+		}
+		args = json.RawMessage("{}")
+	}
+	obj, note, err := argumentsObject(args)
+	if err != nil {
+		return Call{}, fmt.Errorf("%w: arguments of %q: %w", ErrMalformed, c.Name, err)
+	}
+	c.Arguments, c.Repaired = obj, note
+	return c, nil
+}
+
+// argumentsObject accepts an object, null, or a string holding an object (OpenAI style, sometimes escaped twice).
+func argumentsObject(args json.RawMessage) (json.RawMessage, string, error) {
+	args = bytes.TrimSpace(args)
+	var note string
+	for range 3 {
+		if len(args) == 0 || string(args) == "null" {
+			return json.RawMessage("{}"), note, nil
+		}
+		switch args[0] {
+		case '{':
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, args); err != nil {
+				return nil, "", err
+			}
+			return buf.Bytes(), note, nil
+		case '"':
+			var s string
+			if err := json.Unmarshal(args, &s); err != nil {
+				return nil, "", err
+			}
+			s = strings.TrimSpace(s)
+			if s == "" {
+				return json.RawMessage("{}"), note, nil
+			}
+			v, rep, err := decodeLenient(s)
+			if err != nil {
+				return nil, "", fmt.Errorf("string is not a JSON object: %w", err)
+			}
+			note = joinNotes(note, rep)
+			args = bytes.TrimSpace(v)
+		default:
+			return nil, "", errors.New("not a JSON object")
+		}
+	}
+	return nil, "", errors.New("nested too deeply")
+}
+
+// decodeLenient returns s as valid JSON, repairing what small models get wrong (hermes-agent#12068, #13042,
+// llama.cpp#22072): single quotes and Python constants, unescaped apostrophes, raw control characters in strings,
+// a missing closing quote, and quotes escaped twice. Truncated values are not completed: that would invent data.
+func decodeLenient(s string) (json.RawMessage, string, error) {
+	s = strings.TrimSpace(s)
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s), "", nil
+	}
+	var strictErr error
+	var anyv any
+	if err := json.Unmarshal([]byte(s), &anyv); err != nil {
+		strictErr = err
+	}
+	if strings.Contains(s, `\"`) {
+		var un string
+		if err := json.Unmarshal([]byte(`"`+s+`"`), &un); err == nil && json.Valid([]byte(un)) {
+			return json.RawMessage(un), "double-escaped quotes", nil
+		}
+	}
+	if out, notes := normalize(s); json.Valid(out) {
+		return out, notes, nil
+	}
+	return nil, "", strictErr
+}
+
+// stringEnd returns the index just past the string literal that starts at s[i] (quote " or '), or -1 if it never
+// closes. A single quote closes only before , : } ] ) or the end, so "what's" inside 'it' survives.
+func stringEnd(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case q:
+			if q == '"' || closesSingle(s, j+1) {
+				return j + 1
+			}
+		}
+	}
+	return -1
+}
+
+func closesSingle(s string, k int) bool {
+	for k < len(s) && (s[k] == ' ' || s[k] == '\t' || s[k] == '\r' || s[k] == '\n') {
+		k++
+	}
+	return k == len(s) || strings.IndexByte(",:}])", s[k]) >= 0
+}
+
+// valueEnd returns the length of the balanced JSON-ish value at the start of s, or -1 if it does not close.
+func valueEnd(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"', '\'':
+			e := stringEnd(s, i)
+			if e < 0 {
+				return -1
+			}
+			i = e - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}
+
+// normalize rewrites Python-literal and sloppy JSON into JSON, noting each kind of fix.
+func normalize(s string) ([]byte, string) {
+	out := make([]byte, 0, len(s)+8)
+	notes := map[string]bool{}
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\'':
+			if c == '\'' {
+				notes["single quotes"] = true
+			}
+			out = append(out, '"')
+			end := stringEnd(s, i)
+			contentEnd := end - 1
+			if end < 0 {
+				// The string runs to the end: close it before the trailing brackets.
+				notes["missing closing quote"] = true
+				contentEnd = len(strings.TrimRight(s, "}] \t\r\n"))
+				if contentEnd <= i {
+					contentEnd = len(s)
+				}
+				end = contentEnd
+			}
+			out = appendStringBody(out, s[i+1:contentEnd], c, notes)
+			out = append(out, '"')
+			i = end
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i + 1
+			for j < len(s) && strings.IndexByte("0123456789eE+-.", s[j]) >= 0 {
+				j++
+			}
+			out = append(out, s[i:j]...)
+			i = j
+		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_':
+			j := i + 1
+			for j < len(s) && (s[j] >= 'A' && s[j] <= 'Z' || s[j] >= 'a' && s[j] <= 'z' || s[j] == '_' || s[j] >= '0' && s[j] <= '9') {
+				j++
+			}
+			w := s[i:j]
+			switch w {
+			case "True":
+				w = "true"
+			case "False":
+				w = "false"
+			case "None":
+				w = "null"
+			}
+			if w != s[i:j] {
+				notes["Python literals"] = true
+			}
+			out = append(out, w...)
+			i = j
+		default:
+			out = append(out, c)
+			i++
+		}
+	}
+	keys := make([]string, 0, len(notes))
+	for k := range notes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return out, strings.Join(keys, ", ")
+}
+
+func appendStringBody(out []byte, body string, quote byte, notes map[string]bool) []byte {
+	for j := 0; j < len(body); j++ {
+		d := body[j]
+		switch {
+		case d == '\\' && j+1 < len(body):
+			n := body[j+1]
+			if n == '\'' {
+				out = append(out, '\'')
+			} else {
+				out = append(out, d, n)
+			}
+			j++
+		case d == '"' && quote == '\'':
+			out = append(out, '\\', '"')
+		case d == '\'' && quote == '\'':
+			notes["unescaped apostrophe"] = true
+			out = append(out, d)
+		case d == '\n':
+			notes["raw newline in string"] = true
+			out = append(out, '\\', 'n')
+		case d == '\r':
+			notes["raw newline in string"] = true
+			out = append(out, '\\', 'r')
+		case d == '\t':
+			notes["raw tab in string"] = true
+			out = append(out, '\\', 't')
+		case d < 0x20:
+			notes["control character in string"] = true
+			out = fmt.Appendf(out, `\u%04x`, d)
+		default:
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// param is one argument in the order the model wrote it.
+type param struct {
+	name  string
+	value json.RawMessage
+	guess string // raw text when the value's JSON type was guessed from unquoted XML
+	typed bool
+}
+
+func buildArgs(ps []param) (json.RawMessage, map[string]string) {
+	// Last one wins on a repeated name, as a JSON decoder would do.
+	seen := map[string]int{}
+	var order []param
+	for _, p := range ps {
+		if i, ok := seen[p.name]; ok {
+			order[i] = p
+			continue
+		}
+		seen[p.name] = len(order)
+		order = append(order, p)
+	}
+	var buf bytes.Buffer
+	var guessed map[string]string
+	buf.WriteByte('{')
+	for i, p := range order {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(jsonString(p.name))
+		buf.WriteByte(':')
+		buf.Write(p.value)
+		if p.typed {
+			if guessed == nil {
+				guessed = map[string]string{}
+			}
+			guessed[p.name] = p.guess
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), guessed
+}
+
+func jsonString(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// xmlValue types an unquoted XML parameter value: Qwen's template writes strings bare and everything else as JSON.
+func xmlValue(name, v string) param {
+	v = strings.TrimPrefix(v, "\r")
+	v = strings.TrimPrefix(v, "\n")
+	v = strings.TrimSuffix(v, "\n")
+	v = strings.TrimSuffix(v, "\r")
+	t := strings.TrimSpace(v)
+	if !strings.Contains(v, "\n") {
+		v = t
+	}
+	if t != "" && strings.IndexByte("{[-0123456789tfn", t[0]) >= 0 && json.Valid([]byte(t)) {
+		var buf bytes.Buffer
+		if json.Compact(&buf, []byte(t)) == nil {
+			return param{name: name, value: buf.Bytes(), guess: t, typed: true}
+		}
+	}
+	return param{name: name, value: jsonString(v)}
+}
+
+// parseXMLFunctions reads one or more <function=NAME>…</function> calls (Qwen3.5/3.6, Qwen3-Coder).
+func parseXMLFunctions(s string) ([]Call, error) {
+	var calls []Call
+	for {
+		i := strings.Index(s, tagFuncOpen)
+		if i < 0 {
+			break
+		}
+		start := s[i:]
+		rest := start[len(tagFuncOpen):]
+		gt := strings.IndexByte(rest, '>')
+		if gt < 0 {
+			return calls, fmt.Errorf("%w: unterminated <function= tag", ErrMalformed)
+		}
+		name := strings.Trim(strings.TrimSpace(rest[:gt]), `"'`)
+		if name == "" {
+			return calls, fmt.Errorf("%w: empty function name", ErrMalformed)
+		}
+		body := rest[gt+1:]
+		ps, n, note, err := parseXMLParams(body)
+		if err != nil {
+			return calls, fmt.Errorf("%w: function %q: %w", ErrMalformed, name, err)
+		}
+		args, guessed := buildArgs(ps)
+		consumed := len(tagFuncOpen) + gt + 1 + n
+		calls = append(calls, Call{Name: name, Arguments: args, Raw: start[:consumed], Repaired: note, guessed: guessed})
+		s = start[consumed:]
+	}
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("%w: no <function=NAME>", ErrMalformed)
+	}
+	return calls, nil
+}
+
+func parseXMLParams(body string) (ps []param, n int, note string, err error) {
+	const popen, pclose = "<parameter=", "</parameter>"
+	pos := 0
+	for {
+		pos += len(body[pos:]) - len(strings.TrimLeft(body[pos:], " \t\r\n"))
+		r := body[pos:]
+		switch {
+		case strings.HasPrefix(r, tagFuncClose):
+			return ps, pos + len(tagFuncClose), note, nil
+		case strings.HasPrefix(r, popen):
+			gt := strings.IndexByte(r, '>')
+			if gt < 0 {
+				return nil, 0, "", errors.New("unterminated <parameter= tag")
+			}
+			name := strings.Trim(strings.TrimSpace(r[len(popen):gt]), `"'`)
+			vstart := pos + gt + 1
+			vend, closeLen, missing := paramEnd(body, vstart)
+			if vend < 0 {
+				return nil, 0, "", fmt.Errorf("parameter %q: missing %s (truncated?)", name, pclose)
+			}
+			if missing {
+				note = joinNotes(note, "missing </parameter>")
+			}
+			ps = append(ps, xmlValue(name, body[vstart:vend]))
+			pos = vend + closeLen
+		case strings.HasPrefix(r, "{"):
+			// Llama-3.1 style <function=NAME>{json}</function>.
+			end := strings.Index(r, tagFuncClose)
+			if end < 0 {
+				return nil, 0, "", fmt.Errorf("missing %s (truncated?)", tagFuncClose)
+			}
+			v, rep, err := decodeLenient(r[:end])
+			if err != nil {
+				return nil, 0, "", err
+			}
+			var m []param
+			if err := eachMember(v, func(k string, raw json.RawMessage) { m = append(m, param{name: k, value: raw}) }); err != nil {
+				return nil, 0, "", err
+			}
+			return append(ps, m...), pos + end + len(tagFuncClose), joinNotes(note, rep), nil
+		case r == "":
+			return nil, 0, "", fmt.Errorf("missing %s (truncated?)", tagFuncClose)
+		default:
+			return nil, 0, "", fmt.Errorf("unexpected text %s", clip(r))
+		}
+	}
+}
+
+// paramEnd finds where a value that starts at from ends. Values may span lines and even contain "</parameter>"
+// (llama.cpp#24644: a file's content), so a closing tag counts only when the next thing is another parameter or
+// the end of the function. Without any closing tag the value runs to the next <parameter= or </function>.
+func paramEnd(body string, from int) (end, closeLen int, missing bool) {
+	const pclose = "</parameter>"
+	for j := from; ; {
+		k := strings.Index(body[j:], pclose)
+		if k < 0 {
+			break
+		}
+		j += k
+		after := strings.TrimLeft(body[j+len(pclose):], " \t\r\n")
+		if after == "" || strings.HasPrefix(after, "<parameter=") || strings.HasPrefix(after, tagFuncClose) ||
+			strings.HasPrefix(after, tagCallClose) {
+			return j, len(pclose), false
+		}
+		j += len(pclose)
+	}
+	best := -1
+	for _, t := range []string{"<parameter=", tagFuncClose} {
+		if k := strings.Index(body[from:], t); k >= 0 && (best < 0 || from+k < best) {
+			best = from + k
+		}
+	}
+	return best, 0, true
+}
+
+// eachMember calls fn for each member of a JSON object, in order.
+func eachMember(v json.RawMessage, fn func(string, json.RawMessage)) error {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		fn(k, raw)
+	}
+	return nil
+}
+
+// parseInvokes reads Anthropic-style <invoke name="X"><parameter name="Y">v</parameter></invoke> text
+// (hermes-agent#8965); an "antml:" namespace prefix is accepted.
+func parseInvokes(s string) ([]Call, error) {
+	s = strings.NewReplacer("<"+nsPrefix, "<", "</"+nsPrefix, "</").Replace(s)
+	var calls []Call
+	for {
+		i := strings.Index(s, "<invoke")
+		if i < 0 {
+			break
+		}
+		start := s[i:]
+		gt := strings.IndexByte(start, '>')
+		if gt < 0 {
+			return calls, fmt.Errorf("%w: unterminated <invoke tag", ErrMalformed)
+		}
+		name := attr(start[len("<invoke"):gt], "name")
+		if name == "" {
+			return calls, fmt.Errorf("%w: <invoke> without a name", ErrMalformed)
+		}
+		body := start[gt+1:]
+		end := strings.Index(body, "</invoke>")
+		if end < 0 {
+			return calls, fmt.Errorf("%w: invoke %q: missing </invoke> (truncated?)", ErrMalformed, name)
+		}
+		var ps []param
+		for b := body[:end]; ; {
+			j := strings.Index(b, "<parameter")
+			if j < 0 {
+				break
+			}
+			b = b[j:]
+			pgt := strings.IndexByte(b, '>')
+			if pgt < 0 {
+				return calls, fmt.Errorf("%w: invoke %q: unterminated <parameter tag", ErrMalformed, name)
+			}
+			pname := attr(b[len("<parameter"):pgt], "name")
+			vend := strings.Index(b, "</parameter>")
+			if vend < 0 {
+				return calls, fmt.Errorf("%w: invoke %q: missing </parameter>", ErrMalformed, name)
+			}
+			ps = append(ps, xmlValue(pname, b[pgt+1:vend]))
+			b = b[vend+len("</parameter>"):]
+		}
+		args, guessed := buildArgs(ps)
+		consumed := gt + 1 + end + len("</invoke>")
+		calls = append(calls, Call{Name: name, Arguments: args, Raw: start[:consumed], guessed: guessed})
+		s = start[consumed:]
+	}
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("%w: no <invoke name=…>", ErrMalformed)
+	}
+	return calls, nil
+}
+
+// nsPrefix is the namespace some models copy from Anthropic's prompt format.
+const nsPrefix = "ant" + "ml:"
+
+func attr(attrs, key string) string {
+	i := strings.Index(attrs, key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := strings.TrimSpace(attrs[i+len(key)+1:])
+	if v == "" {
+		return ""
+	}
+	if q := v[0]; q == '"' || q == '\'' {
+		if e := strings.IndexByte(v[1:], q); e >= 0 {
+			return v[1 : 1+e]
+		}
+		return ""
+	}
+	if e := strings.IndexAny(v, " \t\r\n/>"); e >= 0 {
+		return v[:e]
+	}
+	return v
+}

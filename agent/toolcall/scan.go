@@ -1,0 +1,466 @@
+package toolcall
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+const (
+	tagThinkOpen      = "<think>"
+	tagThinkClose     = "</think>"
+	tagCallOpen       = "<tool_call>"
+	tagCallClose      = "</tool_call>"
+	tagFuncOpen       = "<function="
+	tagFuncClose      = "</function>"
+	tagFuncCallsOpen  = "<function_calls>"
+	tagFuncCallsClose = "</function_calls>"
+)
+
+type mode int
+
+const (
+	modeText    mode = iota // answer text
+	modeThink               // inside <think>, or the reasoning channel
+	modeBlock               // inside a call block, waiting for its end tag
+	modeDiscard             // an oversized block: dropping bytes until its end tag
+)
+
+// hold says why text-mode bytes are kept back instead of emitted as content.
+type hold int
+
+const (
+	holdNone hold = iota
+	// holdLead: nothing but whitespace yet; the message may turn out to be a bare JSON call.
+	holdLead
+	// holdJSON: the message starts with { [ or ```; it is content unless it turns out to be a call.
+	holdJSON
+	// holdSep: whitespace, ';' or ',' after a call; dropped if another call follows (lemonade#1562).
+	holdSep
+)
+
+// stream is the state of one channel.
+type stream struct {
+	reasoningOnly bool
+	mode          mode
+	buf           []byte
+	searched      int    // modeBlock/modeDiscard: bytes of buf already searched for an end tag
+	open          string // modeBlock: the tag that opened the block
+	inThink       bool   // modeBlock: the block sits inside thinking
+	prev          byte   // last byte consumed in text or think mode, for literal-tag checks
+	hold          hold
+	held          []byte
+}
+
+func (s *stream) consume(n int) {
+	// Shift instead of reslicing so the backing array is reused and memory stays bounded by what is pending.
+	m := copy(s.buf, s.buf[n:])
+	s.buf = s.buf[:m]
+}
+
+func (p *Parser) run(s *stream, final bool) {
+	for {
+		var more bool
+		switch s.mode {
+		case modeText:
+			more = p.stepText(s, final)
+		case modeThink:
+			more = p.stepThink(s, final)
+		case modeBlock:
+			more = p.stepBlock(s, final)
+		case modeDiscard:
+			more = p.stepDiscard(s, final)
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// scanTags finds the earliest full tag in buf (from offset from), or a tag prefix that runs to the end of buf.
+func scanTags(buf []byte, from int, tags []string) (idx int, tag string, partial bool) {
+	for i := from; i < len(buf); {
+		j := bytes.IndexByte(buf[i:], '<')
+		if j < 0 {
+			return -1, "", false
+		}
+		i += j
+		rest := buf[i:]
+		for _, t := range tags {
+			if len(rest) >= len(t) {
+				if string(rest[:len(t)]) == t {
+					return i, t, false
+				}
+			} else if string(rest) == t[:len(rest)] {
+				return i, "", true
+			}
+		}
+		i++
+	}
+	return -1, "", false
+}
+
+// literalTag reports whether a think tag at buf[idx:end] is quoted (`</think>`, "</think>"): models that discuss
+// the tag inside their thinking write it that way (llama.cpp#27661). wait means one more byte is needed to decide.
+func (s *stream) literalTag(idx, end int, final bool) (literal, wait bool) {
+	if end == len(s.buf) && !final {
+		return false, true
+	}
+	before := s.prev
+	if idx > 0 {
+		before = s.buf[idx-1]
+	}
+	if before != '`' && before != '"' && before != '\'' {
+		return false, false
+	}
+	return end < len(s.buf) && s.buf[end] == before, false
+}
+
+func (p *Parser) stepText(s *stream, final bool) bool {
+	idx, tag, partial := scanTags(s.buf, 0, p.textTags)
+	if idx < 0 || (partial && final) {
+		p.text(s, s.buf)
+		s.buf = s.buf[:0]
+		return false
+	}
+	if partial {
+		p.text(s, s.buf[:idx])
+		s.consume(idx)
+		return false
+	}
+	end := idx + len(tag)
+	if tag == tagThinkOpen || tag == tagThinkClose {
+		literal, wait := s.literalTag(idx, end, final)
+		if wait {
+			p.text(s, s.buf[:idx])
+			s.consume(idx)
+			return false
+		}
+		if literal {
+			p.text(s, s.buf[:end])
+			s.consume(end)
+			return true
+		}
+	}
+	p.text(s, s.buf[:idx])
+	s.consume(end)
+	s.prev = '>'
+	switch tag {
+	case tagThinkOpen:
+		p.releaseHeld(s)
+		s.mode = modeThink
+	case tagThinkClose:
+		// Stray: the thinking was never opened in this stream. A streaming parser has already emitted what came
+		// before as content; Parse (whole text) and StartInThinking avoid that. Dropping the tag keeps it out of
+		// the answer.
+		p.releaseHeld(s)
+	case tagCallClose:
+		// Stray </tool_call> (llama.cpp#20761) — or the end of a call whose opening tag is missing
+		// (hermes-agent#742): a held bare JSON message is then read as that call.
+		if s.hold == holdJSON {
+			raw := string(s.held)
+			s.held, s.hold = s.held[:0], holdSep
+			calls, err := parseJSONCalls(raw, false)
+			p.emitCalls(calls, err, raw+tagCallClose, false)
+		}
+	default:
+		// JSON before a real call tag is not "the whole message": it is content. Separators before it are dropped.
+		p.releaseHeld(s)
+		s.held, s.hold = s.held[:0], holdNone
+		s.mode, s.open, s.inThink, s.searched = modeBlock, tag, false, 0
+	}
+	return true
+}
+
+// text routes text-mode bytes to content, or keeps them back while the hold state says so.
+func (p *Parser) text(s *stream, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	s.prev = b[len(b)-1]
+	for len(b) > 0 {
+		switch s.hold {
+		case holdNone:
+			p.emit(KindContent, string(b))
+			return
+		case holdLead, holdSep:
+			i := 0
+			for i < len(b) && isSep(b[i], s.hold == holdSep) {
+				i++
+			}
+			s.held = append(s.held, b[:i]...)
+			b = b[i:]
+			if len(b) == 0 {
+				return
+			}
+			if s.hold == holdLead && (b[0] == '{' || b[0] == '[' || b[0] == '`') {
+				s.hold = holdJSON
+				continue
+			}
+			// Whitespace before prose is part of it.
+			p.emit(KindContent, string(s.held))
+			s.held, s.hold = s.held[:0], holdNone
+		case holdJSON:
+			if len(s.held)+len(b) > p.maxPending() {
+				p.emit(KindContent, string(s.held)+string(b))
+				s.held, s.hold = s.held[:0], holdNone
+				return
+			}
+			s.held = append(s.held, b...)
+			return
+		}
+	}
+}
+
+func isSep(c byte, afterCall bool) bool {
+	switch c {
+	case ' ', '\t', '\r', '\n':
+		return true
+	case ';', ',':
+		return afterCall
+	}
+	return false
+}
+
+// releaseHeld emits held text as content before a think tag.
+func (p *Parser) releaseHeld(s *stream) {
+	if s.hold == holdJSON {
+		p.emit(KindContent, string(s.held))
+		s.held, s.hold = s.held[:0], holdNone
+	}
+}
+
+// closeHold decides what held text was once the message is over.
+func (p *Parser) closeHold(s *stream) {
+	if s.hold == holdJSON {
+		raw := string(s.held)
+		if p.format == Auto {
+			// Only a message that is nothing but a call counts (hermes-agent#107125); anything else stays content.
+			if calls, err := parseJSONCalls(raw, true); err == nil && len(calls) > 0 {
+				p.emitCalls(calls, nil, raw, false)
+				s.held, s.hold = s.held[:0], holdNone
+				return
+			}
+		}
+		p.emit(KindContent, raw)
+	}
+	s.held, s.hold = s.held[:0], holdLead
+}
+
+func (p *Parser) stepThink(s *stream, final bool) bool {
+	tags := p.thinkTags
+	if s.reasoningOnly {
+		tags = tags[1:]
+	}
+	idx, tag, partial := scanTags(s.buf, 0, tags)
+	if idx < 0 || (partial && final) {
+		p.think(s, s.buf)
+		s.buf = s.buf[:0]
+		return false
+	}
+	if partial {
+		p.think(s, s.buf[:idx])
+		s.consume(idx)
+		return false
+	}
+	end := idx + len(tag)
+	if tag == tagThinkClose {
+		literal, wait := s.literalTag(idx, end, final)
+		if wait {
+			p.think(s, s.buf[:idx])
+			s.consume(idx)
+			return false
+		}
+		if literal {
+			p.think(s, s.buf[:end])
+			s.consume(end)
+			return true
+		}
+		p.think(s, s.buf[:idx])
+		s.consume(end)
+		s.prev = '>'
+		s.mode = modeText
+		return true
+	}
+	p.think(s, s.buf[:idx])
+	s.consume(end)
+	s.prev = '>'
+	s.mode, s.open, s.inThink, s.searched = modeBlock, tag, true, 0
+	return true
+}
+
+func (p *Parser) think(s *stream, b []byte) {
+	if len(b) > 0 {
+		s.prev = b[len(b)-1]
+		p.emit(KindReasoning, string(b))
+	}
+}
+
+func endTags(open string, inThink, reasoningOnly bool) []string {
+	var tags []string
+	switch open {
+	case tagCallOpen:
+		tags = []string{tagCallClose}
+	case tagFuncOpen:
+		tags = []string{tagFuncClose, tagCallClose}
+	case tagFuncCallsOpen:
+		tags = []string{tagFuncCallsClose}
+	}
+	if inThink && !reasoningOnly {
+		// A call tag mentioned in thinking prose never closes (lmstudio-bug-tracker#1592); </think> ends it.
+		tags = append(tags, tagThinkClose)
+	}
+	return tags
+}
+
+func (p *Parser) stepBlock(s *stream, final bool) bool {
+	tags := endTags(s.open, s.inThink, s.reasoningOnly)
+	idx, tag, partial := scanTags(s.buf, s.searched, tags)
+	if idx < 0 || partial {
+		if idx < 0 {
+			s.searched = len(s.buf)
+		} else {
+			s.searched = idx
+		}
+		if final {
+			p.endBlock(s, "", len(s.buf))
+			s.buf = s.buf[:0]
+			return false
+		}
+		if len(s.buf) > p.maxPending() {
+			p.overflow(s)
+			return true
+		}
+		return false
+	}
+	if tag == tagThinkClose {
+		p.think(s, append([]byte(s.open), s.buf[:idx]...))
+		s.consume(idx)
+		s.mode = modeThink
+		return true
+	}
+	p.endBlock(s, tag, idx)
+	s.consume(idx + len(tag))
+	return true
+}
+
+// endBlock handles a block whose body is s.buf[:n], closed by tag ("" when the stream ended first).
+func (p *Parser) endBlock(s *stream, tag string, n int) {
+	raw := s.open + string(s.buf[:n]) + tag
+	if s.inThink {
+		s.prev = '>'
+		p.emit(KindReasoning, raw)
+		s.mode = modeThink
+		if tag != "" {
+			if calls, err := parseBlock(s.open, raw); err == nil {
+				p.emitCalls(calls, nil, raw, true)
+			}
+		}
+		return
+	}
+	s.mode, s.hold, s.prev = modeText, holdSep, '>'
+	calls, err := parseBlock(s.open, raw)
+	if tag == "" && err == nil && s.open == tagFuncCallsOpen {
+		err = fmt.Errorf("%w: missing %s", ErrUnclosed, tagFuncCallsClose)
+	}
+	if tag == "" && err != nil {
+		err = fmt.Errorf("%w: stream ended inside %s: %w", ErrUnclosed, s.open, err)
+	}
+	p.emitCalls(calls, err, raw, false)
+}
+
+func (p *Parser) overflow(s *stream) {
+	if s.inThink {
+		// Thinking prose that merely mentioned a call tag: it is reasoning.
+		p.think(s, append([]byte(s.open), s.buf...))
+		s.buf = s.buf[:0]
+		s.mode = modeThink
+		return
+	}
+	n := len(s.buf)
+	p.out = append(p.out, Event{
+		Kind: KindError,
+		Text: s.open + string(s.buf),
+		Err:  fmt.Errorf("%w: more than %d bytes after %s without its end tag", ErrTooLarge, p.maxPending(), s.open),
+	})
+	keep := len(longestTag(endTags(s.open, false, false))) - 1
+	if keep > n {
+		keep = n
+	}
+	s.consume(n - keep)
+	s.searched = 0
+	s.mode = modeDiscard
+}
+
+func longestTag(tags []string) string {
+	var l string
+	for _, t := range tags {
+		if len(t) > len(l) {
+			l = t
+		}
+	}
+	return l
+}
+
+func (p *Parser) stepDiscard(s *stream, final bool) bool {
+	tags := endTags(s.open, false, false)
+	idx, tag, partial := scanTags(s.buf, 0, tags)
+	if idx >= 0 && !partial {
+		s.consume(idx + len(tag))
+		s.mode, s.hold = modeText, holdSep
+		return true
+	}
+	if final {
+		s.buf = s.buf[:0]
+		s.mode = modeText
+		return false
+	}
+	keep := len(longestTag(tags)) - 1
+	if idx >= 0 {
+		keep = len(s.buf) - idx
+	}
+	if len(s.buf) > keep {
+		s.consume(len(s.buf) - keep)
+	}
+	return false
+}
+
+func (p *Parser) emit(k Kind, text string) {
+	if text == "" {
+		return
+	}
+	// Merge with the previous event of the same kind so byte-at-a-time feeding does not produce a flood.
+	if n := len(p.out); n > 0 && p.out[n-1].Kind == k && (k == KindContent || k == KindReasoning) {
+		p.out[n-1].Text += text
+		return
+	}
+	p.out = append(p.out, Event{Kind: k, Text: text})
+}
+
+func (p *Parser) emitCalls(calls []Call, err error, raw string, inThink bool) {
+	kind := KindCall
+	if inThink {
+		kind = KindReasoningCall
+	}
+	for i := range calls {
+		c := calls[i]
+		p.nextID++
+		c.ID = "call_" + strconv.Itoa(p.nextID)
+		if c.Raw == "" {
+			c.Raw = raw
+		}
+		p.out = append(p.out, Event{Kind: kind, Call: &c})
+	}
+	if err != nil {
+		p.out = append(p.out, Event{Kind: KindError, Text: raw, Err: fmt.Errorf("%w in %s", err, clip(raw))})
+	}
+}
+
+// clip quotes at most 200 bytes of s for an error message; the full text travels in Event.Text.
+func clip(s string) string {
+	const max = 200
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "…"
+	}
+	return strconv.Quote(s)
+}
