@@ -1,0 +1,91 @@
+package tools
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// BuiltinConfig chooses which built-in tools exist and how far they may reach.
+type BuiltinConfig struct {
+	// Root is the workspace the file tools are confined to; empty means the current directory.
+	Root string
+	// AllowFetch enables fetch_url.
+	AllowFetch bool
+	// FetchAllowPrivate lets fetch_url reach loopback, private and link-local addresses. Off by default so a
+	// page the model read cannot steer it into llama-server's admin API or a cloud metadata endpoint.
+	FetchAllowPrivate bool
+	// FetchTimeout bounds one fetch; zero means 20s.
+	FetchTimeout time.Duration
+	// Shell is the allowlist of command names run_shell may start; empty disables run_shell.
+	Shell []string
+	// ShellTimeout bounds one command; zero means 60s.
+	ShellTimeout time.Duration
+}
+
+// Names of the built-in tools.
+const (
+	ReadFileName    = "read_file"
+	WriteFileName   = "write_file"
+	ListDirName     = "list_dir"
+	SearchFilesName = "search_files"
+	FetchURLName    = "fetch_url"
+	RunShellName    = "run_shell"
+	ViewImageName   = "view_image"
+)
+
+// Builtins returns the built-in tools that cfg enables, sorted by name. fetch_url and run_shell are left
+// out unless enabled, so a model never sees a tool it may not use.
+func Builtins(cfg BuiltinConfig) []Tool {
+	out := []Tool{
+		readFileTool(cfg.Root),
+		writeFileTool(cfg.Root),
+		listDirTool(cfg.Root),
+		searchFilesTool(cfg.Root),
+		viewImageTool(cfg.Root),
+	}
+	if cfg.AllowFetch {
+		out = append(out, fetchURLTool(cfg))
+	}
+	if len(cfg.Shell) > 0 {
+		out = append(out, runShellTool(cfg))
+	}
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+	return out
+}
+
+// Select picks tools by name, as given to the CLI flag --tools read_file,list_dir. Each name may itself be a
+// comma-separated list. An unknown name is an error listing what is available; a built-in that exists but
+// is switched off in the config says so.
+func Select(all []Tool, names ...string) ([]Tool, error) {
+	byName := make(map[string]Tool, len(all))
+	avail := make([]string, 0, len(all))
+	for _, t := range all {
+		byName[t.Spec().Name] = t
+		avail = append(avail, t.Spec().Name)
+	}
+	var out []Tool
+	seen := map[string]bool{}
+	for _, group := range names {
+		for n := range strings.SplitSeq(group, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" || seen[n] {
+				continue
+			}
+			seen[n] = true
+			t, ok := byName[n]
+			switch {
+			case ok:
+				out = append(out, t)
+			case n == FetchURLName:
+				return nil, fmt.Errorf("tool %s is disabled; enable fetching in the config first", n)
+			case n == RunShellName:
+				return nil, fmt.Errorf("tool %s is disabled; give it an allowlist of commands in the config first", n)
+			default:
+				return nil, fmt.Errorf("unknown tool %q (available: %s)", n, strings.Join(avail, ", "))
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// workspace confines the file tools to one directory tree. Paths from the model are checked twice: here,
+// lexically and through filepath.EvalSymlinks, to give the model a clear reason; and again by os.Root at
+// open time, which closes the race where a symlink is swapped in between the check and the use.
+type workspace struct {
+	root string // absolute, symlinks resolved
+}
+
+func newWorkspace(root string) (workspace, error) {
+	if root == "" {
+		root = "."
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return workspace{}, fmt.Errorf("workspace root %q: %w", root, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return workspace{}, fmt.Errorf("workspace root %q: %w", root, err)
+	}
+	return workspace{root: real}, nil
+}
+
+// errOutside marks paths that leave the workspace; tools report it to the model as is.
+var errOutside = errors.New("outside the workspace")
+
+// rel maps a path from the model to a slash-separated path relative to the root with every symlink already
+// resolved, so os.Root never has to follow one. Paths that do not exist yet (write_file) are resolved through
+// their nearest existing parent.
+func (w workspace) rel(p string) (string, error) {
+	if strings.TrimSpace(p) == "" {
+		p = "."
+	}
+	full := filepath.Clean(p)
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(w.root, full)
+	}
+	// Absolute paths skip the lexical test: the root itself may be reached through a symlinked alias.
+	if !filepath.IsAbs(p) && !w.contains(full) {
+		return "", fmt.Errorf("path %q is %w (root %s); use a path relative to the root", p, errOutside, w.root)
+	}
+	real, err := resolveExisting(full)
+	if err != nil {
+		return "", fmt.Errorf("path %q cannot be resolved: %w", p, err)
+	}
+	if !w.contains(real) {
+		if real != full {
+			return "", fmt.Errorf("path %q leads through a symlink to %s, which is %w (root %s)", p, real, errOutside, w.root)
+		}
+		return "", fmt.Errorf("path %q is %w (root %s); use a path relative to the root", p, errOutside, w.root)
+	}
+	r, err := filepath.Rel(w.root, real)
+	if err != nil {
+		return "", fmt.Errorf("path %q: %w", p, err)
+	}
+	return filepath.ToSlash(r), nil
+}
+
+func (w workspace) contains(p string) bool {
+	return p == w.root || strings.HasPrefix(p, w.root+string(filepath.Separator)) || w.root == string(filepath.Separator)
+}
+
+// resolveExisting evaluates symlinks in the longest existing prefix of p and appends the rest unchanged.
+func resolveExisting(p string) (string, error) {
+	real, err := filepath.EvalSymlinks(p)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	// A dangling symlink must not be treated as a missing file: writing through it would follow it.
+	if _, lerr := os.Lstat(p); lerr == nil {
+		return "", fmt.Errorf("%s is a dangling symlink", filepath.Base(p))
+	}
+	parent := filepath.Dir(p)
+	if parent == p {
+		return "", err
+	}
+	rp, err := resolveExisting(parent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(rp, filepath.Base(p)), nil
+}
+
+// open resolves the root and returns it with the model's path made relative to it.
+func openIn(root, p string) (*os.Root, string, error) {
+	w, err := newWorkspace(root)
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := w.rel(p)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := os.OpenRoot(w.root)
+	if err != nil {
+		return nil, "", fmt.Errorf("open workspace: %w", err)
+	}
+	return r, rel, nil
+}
