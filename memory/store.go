@@ -1,0 +1,264 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Store is a conversation database. It is safe for concurrent use by goroutines and by several processes on
+// the same file.
+type Store struct {
+	db     *sql.DB
+	path   string
+	logger *slog.Logger
+}
+
+// Options tune Open. The zero value is what Open uses.
+type Options struct {
+	// Logger receives migration and recovery notes; nil discards them.
+	Logger *slog.Logger
+	// BusyTimeout is how long a write waits for another writer (another process) before failing;
+	// 0 means 10 s.
+	BusyTimeout time.Duration
+}
+
+// DefaultPath is where visor keeps its database: $XDG_DATA_HOME/visor/visor.db, else
+// ~/.local/share/visor/visor.db.
+func DefaultPath() (string, error) {
+	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" && filepath.IsAbs(dir) {
+		return filepath.Join(dir, "visor", "visor.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("memory: no data directory: set XDG_DATA_HOME or HOME: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "visor", "visor.db"), nil
+}
+
+// Open opens or creates the database at path, creating its directory, and brings its schema up to date.
+func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWithOptions(ctx, path, Options{})
+}
+
+// OpenWithOptions is Open with options.
+func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("memory: open: empty database path (use DefaultPath): %w", ErrInvalidInput)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory: open %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("memory: open %s: create directory: %w", abs, err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = 10 * time.Second
+	}
+
+	// A file: URI, so that any byte in the path (?, #, %) is escaped rather than parsed as a parameter.
+	// Per-connection settings live in the DSN so every pooled connection gets them:
+	//   _txlock=immediate: every transaction takes the write lock at BEGIN. A deferred transaction that
+	//     upgrades from read to write can fail with SQLITE_BUSY without waiting, which two visor processes
+	//     writing at once would hit.
+	//   _synchronous=FULL: a committed step survives power loss too, not only a killed process; a step is
+	//     written every few seconds, so the fsync is cheap by comparison.
+	// journal_mode is set later, after the schema version check, because it writes to the file.
+	q := url.Values{}
+	q.Set("_foreign_keys", "1")
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_txlock", "immediate")
+	q.Set("_synchronous", "FULL")
+	dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+	if !strings.HasPrefix(dsn, "file://") {
+		return nil, fmt.Errorf("memory: open %s: cannot form a database URI: %w", abs, ErrInvalidInput)
+	}
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
+	}
+	s := &Store{db: db, path: abs, logger: logger}
+	if err := s.init(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("memory: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Store) init(ctx context.Context) error {
+	var fts5 bool
+	if err := s.db.QueryRowContext(ctx, `SELECT sqlite_compileoption_used('ENABLE_FTS5')`).Scan(&fts5); err != nil {
+		return fmt.Errorf("memory: open %s: %w", s.path, err)
+	}
+	if !fts5 {
+		return fmt.Errorf("memory: open %s: %w: build visor with `-tags sqlite_fts5` (mattn/go-sqlite3 leaves it out by default)", s.path, ErrNoFTS5)
+	}
+	migs, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	latest := migs[len(migs)-1].version
+	// Check before anything writes to the file: a newer schema is left exactly as found.
+	v, err := s.schemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v > latest {
+		return fmt.Errorf("memory: %s has schema version %d, but this visor knows versions up to %d: upgrade visor, or point it at another database file: %w", s.path, v, latest, ErrNewerSchema)
+	}
+	var mode string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return fmt.Errorf("memory: open %s: enable WAL: %w", s.path, err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("memory: open %s: journal mode is %q, want wal (is the file on a network filesystem?)", s.path, mode)
+	}
+	return s.migrate(ctx, migs, latest)
+}
+
+func (s *Store) schemaVersion(ctx context.Context) (int, error) {
+	var v int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("memory: open %s: read schema version (is it an SQLite database?): %w", s.path, err)
+	}
+	return v, nil
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads migrations/NNNN_name.sql in version order. Versions must run 1, 2, 3, … with no gaps,
+// because PRAGMA user_version records the last one applied.
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("memory: read embedded migrations: %w", err)
+	}
+	var migs []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("memory: migration %s: name must be NNNN_description.sql", e.Name())
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("memory: read migration %s: %w", e.Name(), err)
+		}
+		migs = append(migs, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(migs, func(i, j int) bool { return migs[i].version < migs[j].version })
+	for i, m := range migs {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("memory: migration %s: expected version %d", m.name, i+1)
+		}
+	}
+	if len(migs) == 0 {
+		return nil, errors.New("memory: no embedded migrations")
+	}
+	return migs, nil
+}
+
+// migrate applies the migrations above the file's version, each in its own transaction together with the
+// version bump, so a crash leaves the file at a whole version. The version is re-read inside the
+// transaction because another process may be migrating the same file at the same moment.
+func (s *Store) migrate(ctx context.Context, migs []migration, upTo int) error {
+	for _, m := range migs {
+		if m.version > upTo {
+			break
+		}
+		applied, err := s.applyMigration(ctx, m)
+		if err != nil {
+			return err
+		}
+		if applied {
+			s.logger.Info("memory: applied migration", "file", s.path, "migration", m.name, "version", m.version)
+		}
+	}
+	return nil
+}
+
+func (s *Store) applyMigration(ctx context.Context, m migration) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("memory: migrate %s to version %d: %w", s.path, m.version, err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return false, fmt.Errorf("memory: migrate %s: read schema version: %w", s.path, err)
+	}
+	if v >= m.version {
+		return false, nil
+	}
+	if v != m.version-1 {
+		return false, fmt.Errorf("memory: migrate %s: at version %d, cannot apply %s", s.path, v, m.name)
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return false, fmt.Errorf("memory: migrate %s: apply %s: %w", s.path, m.name, err)
+	}
+	// PRAGMA takes no bound parameters; the version is an int we parsed.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.version)); err != nil {
+		return false, fmt.Errorf("memory: migrate %s: record version %d: %w", s.path, m.version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("memory: migrate %s: commit %s: %w", s.path, m.name, err)
+	}
+	return true, nil
+}
+
+// withTx runs fn in a write transaction (BEGIN IMMEDIATE, see Open) and commits it.
+func (s *Store) withTx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory: %s: begin: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory: %s: commit: %w", what, err)
+	}
+	return nil
+}
+
+func toMillis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
