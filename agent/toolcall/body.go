@@ -432,7 +432,7 @@ func xmlValue(name, v string) param {
 	if t != "" && strings.IndexByte("{[-0123456789tfn", t[0]) >= 0 && json.Valid([]byte(t)) {
 		var buf bytes.Buffer
 		if json.Compact(&buf, []byte(t)) == nil {
-			return param{name: name, value: buf.Bytes(), guess: t, typed: true}
+			return param{name: name, value: buf.Bytes(), guess: v, typed: true}
 		}
 	}
 	return param{name: name, value: jsonString(v)}

@@ -1,0 +1,228 @@
+package toolcall
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// maxInput bounds what `visor toolcalls parse` reads from stdin.
+const maxInput = 64 << 20
+
+// RunParseCommand implements `visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json]`.
+//
+// stdin is an assistant message as raw text, a chat-completion response (JSON), or a streamed response (SSE
+// "data:" lines); for the latter two, content and reasoning_content are parsed and calls the server already
+// returned in tool_calls are included. It prints one JSON object:
+//
+//	{"content": "...", "reasoning": "...", "calls": [{"name": "...", "arguments": {...}}], "errors": ["..."]}
+//
+// With toolsJSON (OpenAI tools array), each call is checked against its tool's schema and failures are added to
+// errors. Problems in the text go to errors; the returned error is for bad flags, tools or I/O.
+func RunParseCommand(stdin io.Reader, stdout io.Writer, format string, toolsJSON []byte) error {
+	f, err := ParseFormat(format)
+	if err != nil {
+		return err
+	}
+	var ts *ToolSet
+	if len(bytes.TrimSpace(toolsJSON)) > 0 {
+		if ts, err = ParseTools(toolsJSON); err != nil {
+			return err
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, maxInput+1))
+	if err != nil {
+		return fmt.Errorf("read input: %w", err)
+	}
+	if len(data) > maxInput {
+		return fmt.Errorf("read input: more than %d bytes", maxInput)
+	}
+	msg, err := readMessage(data)
+	if err != nil {
+		return err
+	}
+
+	p := New(f)
+	var events []Event
+	if len(msg.chunks) == 0 {
+		p.StartInThinking = opensInThinking(string(data))
+		events = p.Feed(string(data))
+	}
+	for _, c := range msg.chunks {
+		if c.reasoning {
+			events = append(events, p.FeedReasoning(c.text)...)
+		} else {
+			events = append(events, p.Feed(c.text)...)
+		}
+	}
+	r := Collect(append(events, p.Close()...))
+	r.Calls = append(r.Calls, msg.native...)
+	r.Errors = append(r.Errors, msg.errs...)
+
+	type outCall struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	out := struct {
+		Content   string    `json:"content"`
+		Reasoning string    `json:"reasoning"`
+		Calls     []outCall `json:"calls"`
+		Errors    []string  `json:"errors"`
+	}{Content: r.Content, Reasoning: r.Reasoning, Calls: []outCall{}, Errors: []string{}}
+	out.Errors = append(out.Errors, r.Errors...)
+	for _, c := range r.ReasoningCalls {
+		out.Errors = append(out.Errors, fmt.Sprintf("call to %q inside reasoning, not executed", c.Name))
+	}
+	for i := range r.Calls {
+		c := &r.Calls[i]
+		if ts != nil {
+			if err := ts.Check(c); err != nil {
+				out.Errors = append(out.Errors, fmt.Sprintf("call %d: %v", i, err))
+			}
+		}
+		out.Calls = append(out.Calls, outCall{Name: c.Name, Arguments: c.Arguments})
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
+type chunk struct {
+	text      string
+	reasoning bool
+}
+
+// message is what the command read: text chunks in arrival order and calls the server had already parsed.
+type message struct {
+	chunks []chunk
+	native []Call
+	errs   []string // server-side calls whose arguments are unreadable (e.g. cut at max_tokens)
+}
+
+type wireMessage struct {
+	Content          *string `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+	ToolCalls        []struct {
+		Index    int `json:"index"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// readMessage recognises SSE and chat-completion JSON; anything else is raw text (no chunks).
+func readMessage(data []byte) (message, error) {
+	t := bytes.TrimSpace(data)
+	switch {
+	case bytes.HasPrefix(t, []byte("data:")):
+		return readSSE(t)
+	case len(t) > 0 && t[0] == '{':
+		var resp struct {
+			Choices []struct {
+				Message *wireMessage `json:"message"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(t, &resp) != nil || len(resp.Choices) == 0 || resp.Choices[0].Message == nil {
+			return message{}, nil // a bare JSON call, or other text
+		}
+		m := resp.Choices[0].Message
+		var msg message
+		if m.ReasoningContent != nil {
+			msg.chunks = append(msg.chunks, chunk{*m.ReasoningContent, true})
+		}
+		if m.Content != nil {
+			msg.chunks = append(msg.chunks, chunk{*m.Content, false})
+		}
+		if len(msg.chunks) == 0 {
+			msg.chunks = []chunk{{"", false}}
+		}
+		for _, tc := range m.ToolCalls {
+			msg.addNative(tc.Function.Name, tc.Function.Arguments)
+		}
+		return msg, nil
+	}
+	return message{}, nil
+}
+
+// readSSE reads an OpenAI streaming response: each "data:" line holds a chunk whose delta carries content,
+// reasoning_content or pieces of tool_calls (name first, arguments in fragments, keyed by index).
+func readSSE(data []byte) (message, error) {
+	var msg message
+	type acc struct {
+		name string
+		args strings.Builder
+	}
+	calls := map[int]*acc{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), maxInput)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		payload, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			continue
+		}
+		payload = strings.TrimSpace(payload)
+		if payload == "[DONE]" {
+			break
+		}
+		var ev struct {
+			Choices []struct {
+				Delta wireMessage `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
+			return msg, fmt.Errorf("read SSE chunk %q: %w", payload, err)
+		}
+		for _, ch := range ev.Choices {
+			d := ch.Delta
+			if d.ReasoningContent != nil && *d.ReasoningContent != "" {
+				msg.chunks = append(msg.chunks, chunk{*d.ReasoningContent, true})
+			}
+			if d.Content != nil && *d.Content != "" {
+				msg.chunks = append(msg.chunks, chunk{*d.Content, false})
+			}
+			for _, tc := range d.ToolCalls {
+				a := calls[tc.Index]
+				if a == nil {
+					a = &acc{}
+					calls[tc.Index] = a
+				}
+				a.name += tc.Function.Name
+				a.args.WriteString(tc.Function.Arguments)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return msg, fmt.Errorf("read SSE: %w", err)
+	}
+	if len(msg.chunks) == 0 {
+		msg.chunks = []chunk{{"", false}}
+	}
+	idx := make([]int, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		msg.addNative(calls[i].name, calls[i].args.String())
+	}
+	return msg, nil
+}
+
+func (m *message) addNative(name, args string) {
+	obj, note, err := argumentsObject(jsonString(args))
+	if err != nil {
+		m.errs = append(m.errs, fmt.Sprintf("%v: tool_calls[%d] %q: arguments %s: %v", ErrMalformed, len(m.native)+len(m.errs), name, clip(args), err))
+		return
+	}
+	m.native = append(m.native, Call{Name: name, Arguments: obj, Raw: args, Repaired: note})
+}
