@@ -1,0 +1,26 @@
+package testmodel
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// File names Files writes.
+const (
+	ChatFileName      = "tiny-bigram.gguf"
+	ProjectorFileName = "tiny-mmproj.gguf"
+)
+
+// Files writes the chat model and the default projector into dir (which must exist) and returns their paths. It
+// takes a few milliseconds, so tests can call it per test with t.TempDir().
+func Files(dir string) (chat, projector string, err error) {
+	chat = filepath.Join(dir, ChatFileName)
+	projector = filepath.Join(dir, ProjectorFileName)
+	if err := WriteChatFile(chat); err != nil {
+		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
+	}
+	if err := WriteProjectorFile(projector, ProjectorOptions{}); err != nil {
+		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
+	}
+	return chat, projector, nil
+}

@@ -1,0 +1,67 @@
+package testmodel
+
+// Token ids of the chat model. Ids 0–255 are the 256 byte tokens, id b standing for byte b, so the id of an ASCII
+// character is its code; the special tokens follow.
+const (
+	TokenEndOfText   = 256 // <|endoftext|>, control; also BOS and padding (add_bos_token is false)
+	TokenIMStart     = 257 // <|im_start|>, control
+	TokenIMEnd       = 258 // <|im_end|>, control; EOS
+	TokenToolCall    = 259 // <tool_call>, user-defined
+	TokenToolCallEnd = 260 // </tool_call>, user-defined
+
+	// VocabSize is the number of tokens of the chat model.
+	VocabSize = 261
+)
+
+// llama.cpp token types (enum llama_token_type).
+const (
+	tokenTypeNormal      int32 = 1
+	tokenTypeControl     int32 = 3
+	tokenTypeUserDefined int32 = 4
+)
+
+// byteTokenText returns the text of the byte token for b under GPT-2's byte-to-unicode mapping, which
+// llama.cpp's BPE tokenizer uses to find the token of a byte: printable Latin-1 bytes map to themselves, the
+// others (controls, space, 0x7F–0xA0, 0xAD) to U+0100 onwards in byte order. A newline is therefore "Ċ".
+func byteTokenText(b byte) string {
+	if printableByte(b) {
+		return string(rune(b))
+	}
+	n := 0
+	for c := 0; c < int(b); c++ {
+		if !printableByte(byte(c)) {
+			n++
+		}
+	}
+	return string(rune(256 + n))
+}
+
+func printableByte(b byte) bool {
+	return ('!' <= b && b <= '~') || (0xA1 <= b && b <= 0xAC) || (0xAE <= b)
+}
+
+// vocabulary returns the token texts and llama.cpp token types of the chat model, indexed by token id.
+func vocabulary() (texts []string, types []int32) {
+	texts = make([]string, VocabSize)
+	types = make([]int32, VocabSize)
+	for b := 0; b < 256; b++ {
+		texts[b] = byteTokenText(byte(b))
+		types[b] = tokenTypeNormal
+	}
+	special := []struct {
+		id   int
+		text string
+		typ  int32
+	}{
+		{TokenEndOfText, "<|endoftext|>", tokenTypeControl},
+		{TokenIMStart, "<|im_start|>", tokenTypeControl},
+		{TokenIMEnd, "<|im_end|>", tokenTypeControl},
+		{TokenToolCall, "<tool_call>", tokenTypeUserDefined},
+		{TokenToolCallEnd, "</tool_call>", tokenTypeUserDefined},
+	}
+	for _, s := range special {
+		texts[s.id] = s.text
+		types[s.id] = s.typ
+	}
+	return texts, types
+}
