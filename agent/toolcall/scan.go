@@ -316,20 +316,22 @@ func endTags(open string, inThink, reasoningOnly bool) []string {
 func (p *Parser) stepBlock(s *stream, final bool) bool {
 	tags := endTags(s.open, s.inThink, s.reasoningOnly)
 	idx, tag, partial := scanTags(s.buf, s.searched, tags)
+	// The cap applies to where the end tag starts, not to how the bytes were chunked, so that feeding byte by byte
+	// and feeding everything at once give the same events.
+	start := idx
+	if idx < 0 {
+		start = len(s.buf)
+	}
+	if start > p.maxPending() {
+		p.overflow(s)
+		return true
+	}
 	if idx < 0 || partial {
-		if idx < 0 {
-			s.searched = len(s.buf)
-		} else {
-			s.searched = idx
-		}
+		s.searched = start
 		if final {
 			p.endBlock(s, "", len(s.buf))
 			s.buf = s.buf[:0]
 			return false
-		}
-		if len(s.buf) > p.maxPending() {
-			p.overflow(s)
-			return true
 		}
 		return false
 	}
@@ -369,25 +371,22 @@ func (p *Parser) endBlock(s *stream, tag string, n int) {
 	p.emitCalls(calls, err, raw, false)
 }
 
+// overflow drops an unclosed block's first MaxPending bytes: as reasoning when it sits in thinking (prose that
+// mentioned a tag), else as an error; the rest of the block is then discarded up to its end tag.
 func (p *Parser) overflow(s *stream) {
+	max := p.maxPending()
 	if s.inThink {
-		// Thinking prose that merely mentioned a call tag: it is reasoning.
-		p.think(s, append([]byte(s.open), s.buf...))
-		s.buf = s.buf[:0]
+		p.think(s, append([]byte(s.open), s.buf[:max]...))
+		s.consume(max)
 		s.mode = modeThink
 		return
 	}
-	n := len(s.buf)
 	p.out = append(p.out, Event{
 		Kind: KindError,
-		Text: s.open + string(s.buf),
-		Err:  fmt.Errorf("%w: more than %d bytes after %s without its end tag", ErrTooLarge, p.maxPending(), s.open),
+		Text: s.open + string(s.buf[:max]),
+		Err:  fmt.Errorf("%w: more than %d bytes after %s without its end tag", ErrTooLarge, max, s.open),
 	})
-	keep := len(longestTag(endTags(s.open, false, false))) - 1
-	if keep > n {
-		keep = n
-	}
-	s.consume(n - keep)
+	s.consume(max)
 	s.searched = 0
 	s.mode = modeDiscard
 }
