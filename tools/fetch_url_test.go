@@ -1,0 +1,88 @@
+package tools
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fetchServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/page", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html><head><title>Fish &amp; Chips</title>
+<style>body{color:red}</style><script>alert("x")</script></head>
+<body><h1>Menu</h1><p>Cod&nbsp;and   <b>chips</b></p><!-- hidden --><ul><li>one</li><li>two</li></ul></body></html>`))
+	})
+	mux.HandleFunc("/data.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte(strings.Repeat("a", fetchMaxBody+10)))
+	})
+	mux.HandleFunc("/bin", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write([]byte{0, 1, 2})
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/data.json", http.StatusFound)
+	})
+	srv := httptest.NewServer(mux) // listens on 127.0.0.1 only
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestFetchURL(t *testing.T) {
+	t.Parallel()
+	srv := fetchServer(t)
+	r := builtinRegistry(t, BuiltinConfig{AllowFetch: true, FetchAllowPrivate: true, FetchTimeout: 300 * time.Millisecond})
+
+	res := mustOK(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/page"}))
+	body := res.Text[strings.Index(res.Text, "\n\n")+2:]
+	if want := "# Fish & Chips\n\nMenu\n\nCod and chips\n\none\n\ntwo"; body != want {
+		t.Errorf("html text:\n%q\nwant\n%q", body, want)
+	}
+	if !strings.Contains(res.Text, "Status: 200 OK") || !strings.Contains(res.Text, "Content-Type: text/html") {
+		t.Errorf("header: %q", res.Text)
+	}
+	res = mustOK(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/page", "raw": true}))
+	if !strings.Contains(res.Text, "<script>") {
+		t.Errorf("raw should keep markup: %q", res.Text)
+	}
+	res = mustOK(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/redirect"}))
+	if !strings.HasPrefix(res.Text, srv.URL+"/data.json\n") || !strings.HasSuffix(res.Text, `{"ok":true}`) {
+		t.Errorf("redirect: %q", res.Text)
+	}
+	res = mustOK(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/big"}))
+	if !res.Truncated || !strings.Contains(res.Text, "[output truncated:") || len(res.Text) > fetchMaxText+500 {
+		t.Errorf("big: truncated=%v len=%d", res.Truncated, len(res.Text))
+	}
+	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/missing"}), "404")
+	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/bin"}), "application/octet-stream", "not text")
+	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": "file:///etc/passwd"}), "http://")
+	start := time.Now()
+	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/slow"}), "Timeout")
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("slow fetch took %s", el)
+	}
+}
+
+func TestFetchURLRefusesPrivateByDefault(t *testing.T) {
+	t.Parallel()
+	srv := fetchServer(t)
+	r := builtinRegistry(t, BuiltinConfig{AllowFetch: true})
+	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/data.json"}), "refused", "loopback")
+	localhost := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": localhost + "/data.json"}), "refused")
+}
