@@ -1,3 +1,29 @@
 // Package memory stores conversations in one SQLite file: sessions, messages, tool runs, images as exact bytes,
 // engine events; full-text search, resume and fork. It does not call the model.
+//
+// # Build tag: sqlite_fts5 is required
+//
+// Build and test with `-tags sqlite_fts5` (e.g. `go test -tags sqlite_fts5 ./...`, `go install -tags
+// sqlite_fts5 ./cmd/visor`). mattn/go-sqlite3 (checked up to v1.14.53) compiles FTS5 only under that tag
+// (or `fts5`); without it Open fails with ErrNoFTS5 naming the tag, rather than later, on the first search.
+// Setting CGO_CFLAGS=-DSQLITE_ENABLE_FTS5 works too, but a tag is easier to see in a Makefile.
+//
+// # Design
+//
+// Open sets WAL, foreign keys, a busy timeout, synchronous=FULL, and BEGIN IMMEDIATE for every
+// transaction, so several visor processes can write the same file: writers queue on the busy timeout
+// instead of failing. The schema lives in migrations/NNNN_*.sql, applied in order; PRAGMA user_version is
+// the version. A file with a newer version is refused unchanged (ErrNewerSchema).
+//
+// AppendStep writes one step (what one model call produced, plus its tool runs) in one transaction, so a
+// killed process loses at most the step in flight. Turns (BeginTurn, EndTurn, MarkInterrupted) group steps;
+// a turn a dead process left open is closed as interrupted, and its last message marked, at the next
+// BeginTurn of that session.
+//
+// Forks and continuations (context compaction) read their parent's messages in place; nothing is copied.
+// Images are content-addressed blobs shared by every message that carries them, and deleted with the last
+// one. DeleteSession refuses to delete a session others inherit from unless asked to cascade.
+//
+// Search is FTS5 (porter stemming, bm25) over message content, reasoning and tool output; tool output is
+// indexed up to MaxIndexedToolText bytes and stored whole.
 package memory

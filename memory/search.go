@@ -2,9 +2,12 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // Search finds messages and tool runs matching q, best first (bm25; body text weighs twice as much as
@@ -70,8 +73,10 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 }
 
 func searchError(q Query, err error) error {
-	// FTS5 reports syntax errors as plain SQL errors mentioning "fts5"; only raw queries can cause them.
-	if q.Raw && strings.Contains(err.Error(), "fts5") {
+	// FTS5 reports query syntax errors as generic SQLITE_ERROR; with quoted terms they cannot happen, so
+	// in raw mode that code means the user's syntax.
+	var se sqlite3.Error
+	if q.Raw && errors.As(err, &se) && se.Code == sqlite3.ErrError {
 		return fmt.Errorf("memory: search %q: %v: %w (quote terms with \"…\", or search without raw syntax)", q.Text, err, ErrBadQuery)
 	}
 	return fmt.Errorf("memory: search %q: %w", q.Text, err)

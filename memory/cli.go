@@ -1,0 +1,246 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const sessionsUsage = `usage: visor sessions <command>
+
+  list [--agent NAME] [--limit N]          sessions, most recent first
+  show ID                                  a session's conversation (ID may be a unique prefix)
+  search [flags] QUERY...                  full-text search over messages and tool output
+      --session ID --agent NAME --role ROLE --since DATE --until DATE --limit N
+      --raw   pass QUERY to SQLite FTS5 as is (AND, OR, NOT, NEAR, "phrases", prefix*)
+  export ID --format md|json [--out DIR]   md with --out writes DIR/ID.md and the images beside it
+  rm ID [--cascade]                        delete; --cascade also deletes its forks and continuations
+`
+
+// RunSessionsCommand runs `visor sessions ARGS...`, writing results to stdout. Dates accept 2006-01-02,
+// RFC 3339, or a duration back from now (36h, 7d).
+func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		io.WriteString(stdout, sessionsUsage)
+		return fmt.Errorf("visor sessions: missing command: %w", ErrInvalidInput)
+	}
+	cmd, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("visor sessions "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() { io.WriteString(stdout, sessionsUsage) }
+	switch cmd {
+	case "list", "ls":
+		agent := fs.String("agent", "", "only sessions of this agent")
+		limit := fs.Int("limit", 50, "at most this many")
+		if _, err := parseInterspersed(fs, rest, 0, 0); err != nil {
+			return err
+		}
+		return cliList(ctx, store, SessionFilter{Agent: *agent, Limit: *limit}, stdout)
+	case "show":
+		pos, err := parseInterspersed(fs, rest, 1, 1)
+		if err != nil {
+			return err
+		}
+		id, err := store.ResolveSessionID(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return store.Export(ctx, id, "md", stdout, "")
+	case "search":
+		var q Query
+		fs.StringVar(&q.SessionID, "session", "", "only this session")
+		fs.StringVar(&q.Agent, "agent", "", "only sessions of this agent")
+		fs.StringVar(&q.Role, "role", "", "only messages of this role (user, assistant, tool, system)")
+		since := fs.String("since", "", "from this date")
+		until := fs.String("until", "", "before this date")
+		fs.IntVar(&q.Limit, "limit", 20, "at most this many hits")
+		fs.BoolVar(&q.Raw, "raw", false, "FTS5 query syntax")
+		pos, err := parseInterspersed(fs, rest, 1, -1)
+		if err != nil {
+			return err
+		}
+		q.Text = strings.Join(pos, " ")
+		if q.Since, err = parseWhen(*since); err != nil {
+			return err
+		}
+		if q.Until, err = parseWhen(*until); err != nil {
+			return err
+		}
+		if q.SessionID != "" {
+			if q.SessionID, err = store.ResolveSessionID(ctx, q.SessionID); err != nil {
+				return err
+			}
+		}
+		return cliSearch(ctx, store, q, stdout)
+	case "export":
+		format := fs.String("format", "md", "md or json")
+		out := fs.String("out", "", "directory to write ID.md or ID.json (and images) into; default stdout")
+		pos, err := parseInterspersed(fs, rest, 1, 1)
+		if err != nil {
+			return err
+		}
+		id, err := store.ResolveSessionID(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return cliExport(ctx, store, id, *format, *out, stdout)
+	case "rm", "delete":
+		cascade := fs.Bool("cascade", false, "also delete forks and continuations of the session")
+		pos, err := parseInterspersed(fs, rest, 1, 1)
+		if err != nil {
+			return err
+		}
+		id, err := store.ResolveSessionID(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		deleted, err := store.DeleteSession(ctx, id, *cascade)
+		if err != nil {
+			return err
+		}
+		for _, d := range deleted {
+			fmt.Fprintf(stdout, "deleted %s\n", d)
+		}
+		return nil
+	case "help", "-h", "--help":
+		io.WriteString(stdout, sessionsUsage)
+		return nil
+	}
+	io.WriteString(stdout, sessionsUsage)
+	return fmt.Errorf("visor sessions: unknown command %q: %w", cmd, ErrInvalidInput)
+}
+
+// parseInterspersed parses flags that may come after positional arguments (`export ID --format json`),
+// which the flag package alone stops at. It checks the number of positionals (max -1: any).
+func parseInterspersed(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: %w: %w", fs.Name(), ErrInvalidInput, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) < min || (max >= 0 && len(pos) > max) {
+		return nil, fmt.Errorf("%s: got %d arguments (%s): %w\n\n%s", fs.Name(), len(pos), strings.Join(pos, " "), ErrInvalidInput, sessionsUsage)
+	}
+	return pos, nil
+}
+
+func parseWhen(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		var days int
+		if _, err := fmt.Sscanf(n, "%d", &days); err == nil && fmt.Sprint(days) == n {
+			return time.Now().AddDate(0, 0, -days), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("visor sessions: date %q: use 2006-01-02, RFC 3339, or an age like 36h or 7d: %w", s, ErrInvalidInput)
+}
+
+func cliList(ctx context.Context, store *Store, f SessionFilter, stdout io.Writer) error {
+	list, err := store.ListSessions(ctx, f)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "no sessions")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUPDATED\tAGENT\tMODEL\tMSGS\tTITLE")
+	for _, s := range list {
+		title := s.Title
+		if s.ParentID != "" {
+			title = fmt.Sprintf("%s (%s of %s)", title, s.LinkKind, s.ParentID)
+		}
+		if s.OpenTurn {
+			title += " [turn open]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"),
+			dash(s.Agent), dash(s.Model), s.MessageCount, strings.TrimSpace(title))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cliSearch(ctx context.Context, store *Store, q Query, stdout io.Writer) error {
+	hits, err := store.Search(ctx, q)
+	if err != nil {
+		return err
+	}
+	if len(hits) == 0 {
+		fmt.Fprintln(stdout, "no matches")
+		return nil
+	}
+	for _, h := range hits {
+		where := fmt.Sprintf("message %d", h.MessageID)
+		if h.ToolRunID != 0 {
+			where = fmt.Sprintf("tool run %d", h.ToolRunID)
+		}
+		fmt.Fprintf(stdout, "%s  %s  %s  %s  %s\n    %s\n", h.SessionID, h.CreatedAt.Local().Format("2006-01-02 15:04"),
+			h.Role, where, dash(h.SessionTitle), oneLine(h.Snippet))
+	}
+	return nil
+}
+
+func cliExport(ctx context.Context, store *Store, id, format, dir string, stdout io.Writer) error {
+	if format != "md" && format != "json" {
+		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, ErrInvalidInput)
+	}
+	if dir == "" {
+		return store.Export(ctx, id, format, stdout, "")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("visor sessions export: --out %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, id+"."+format)
+	// Write to a temporary name and rename, so an interrupted export never leaves a truncated file that looks
+	// complete.
+	f, err := os.CreateTemp(dir, "."+id+"-*.tmp")
+	if err != nil {
+		return fmt.Errorf("visor sessions export: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if err := store.Export(ctx, id, format, f, dir); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("visor sessions export: write %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("visor sessions export: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", path)
+	return nil
+}
