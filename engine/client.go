@@ -207,6 +207,10 @@ func withExtra(ctx context.Context, e Extra, raw *[]byte) context.Context {
 type extraDoer struct{ next *http.Client }
 
 func (d *extraDoer) Do(req *http.Request) (*http.Response, error) {
+	// llama-server closes idle keep-alive connections; a request written onto one that just closed fails with
+	// EOF before the server saw it. Marking the request idempotent (the header is not sent with a nil value) lets
+	// net/http retry it on a fresh connection in exactly that case.
+	req.Header["X-Idempotency-Key"] = nil
 	ev, ok := req.Context().Value(extraKey{}).(extraVal)
 	if !ok {
 		return d.next.Do(req)

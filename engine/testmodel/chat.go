@@ -8,29 +8,54 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 )
 
-// Shape of the chat model. n_embd must exceed the number of preference classes (one-hot embeddings) and is what
-// the projector's output must match.
+// Shape of the chat model. n_embd holds one dimension per preference class (one-hot embeddings) plus the two
+// context features; the projector's output must match it.
 const (
 	ChatEmbeddingLength = 64
 	chatBlocks          = 2
 	chatHeads           = 4
+	chatHeadDim         = ChatEmbeddingLength / chatHeads
 	chatFeedForward     = 128
 	chatContextLength   = 4096
 	chatRMSEpsilon      = 1e-6
+	// chatRopeBase is huge so that the rotary pair the feature heads use (the last pair of each head) turns by
+	// less than 1e-6 rad over the whole context: their attention scores then ignore positions.
+	chatRopeBase = 1e12
+)
+
+// Residual-stream dimensions of the context features written by block 0's attention.
+const (
+	featTools  = ChatEmbeddingLength - 2 // a <tool_call> token is in the context: tools were offered
+	featResult = ChatEmbeddingLength - 1 // a <tool_response> token is in the context: a tool has answered
 )
 
 // Logit levels of the preference table. Ranks are 10 apart, more than the ≥ 8 that makes llama-server's default
 // sampling (temperature 0.8, min_p 0.05) behave like greedy decoding: the runner-up is e^(-12.5) as likely and
-// min_p drops it. Tokens no rule names sit far below every rank with a little seeded noise, so when a grammar
-// allows none of the ranked tokens the sampler picks among the allowed ones (enum values, digits) at random with a
-// random seed and always the same one at temperature 0. Whitespace sits lower still so that a grammar's optional
-// spaces are never taken when anything else fits.
+// min_p drops it. Tokens no rule names get a fixed fallback order far below every rank, 10 apart as well, so
+// when a grammar allows none of the ranked tokens the choice among the allowed ones (an enum value, a tool name)
+// is still deterministic under any sampling settings: the lowest byte wins. Whitespace and special tokens come
+// last so that a grammar's optional spaces are never taken when anything else fits.
 const (
-	topLogit        = 10
-	rankStep        = 10
-	fallbackLogit   = -100
-	whitespaceLogit = -200
-	noiseSeed       = 0x7e57_b16a_c0de_0001
+	topLogit      = 10
+	rankStep      = 10
+	fallbackLogit = -100
+	fallbackStep  = 10
+
+	// toolCallAfterNewline is <tool_call>'s base logit after "\n": below "H" (10) and "{" (0), so a plain chat
+	// answers. The tools feature lifts it by featureBoost above "H"; the result feature takes the boost back.
+	toolCallAfterNewline = -10
+	// toolCallAfterCall keeps <tool_call> below <|im_end|> after </tool_call> even with the tools feature on,
+	// so the model stops after one call.
+	toolCallAfterCall = -60
+	featureBoost      = 40
+)
+
+// Attention wiring of the two feature heads (block 0, heads 0 and 1).
+const (
+	featureScore = 2.0   // q and k entries: score 16·2·2·(1/√16)… ≈ 64, so the marked tokens take all the weight
+	featureValue = 0.125 // v entry: the head outputs 8·0.125 = 1 when a marked token is present, 0 otherwise
+	featureOut   = 0.25  // attn_output entry: the feature's value in the residual stream
+	rotaryDim    = chatHeadDim - 2
 )
 
 // rule says which tokens to prefer, best first, after any token of a class.
@@ -40,17 +65,17 @@ type rule struct {
 	next  []int  // preferred next tokens, best first
 }
 
-// preferenceTable is the whole generation behaviour of the chat model; see the package doc for why each rule is
-// there. The first rule is the default class: every token not named in another rule's after list.
+// preferenceTable is the token-level behaviour of the chat model; see the package doc for why each rule is there.
+// The first rule is the default class: every token not named in another rule's after list.
 func preferenceTable() []rule {
 	const (
 		nl    = '\n'
 		quote = '"'
 	)
-	valueStart := []int{quote, '1', 't', '[', '{', '-', '0', 'n', 'f'}
+	valueEnd := []int{TokenIMEnd, '}', ']', TokenToolCallEnd, ',', quote, nl}
 	return []rule{
-		{name: "default", next: []int{TokenIMEnd, '}', ']', TokenToolCallEnd, ',', quote, nl}},
-		{name: "newline", after: []int{nl}, next: []int{'H', '{', TokenToolCallEnd, TokenIMEnd, TokenToolCall}},
+		{name: "default", next: valueEnd},
+		{name: "newline", after: []int{nl}, next: []int{'H', '{', TokenToolCallEnd, TokenIMEnd}},
 		{name: "H", after: []int{'H'}, next: []int{'i'}},
 		{name: "i", after: []int{'i'}, next: []int{'!'}},
 		{name: "!", after: []int{'!'}, next: []int{TokenIMEnd, TokenToolCall}},
@@ -58,29 +83,51 @@ func preferenceTable() []rule {
 		{name: "{", after: []int{'{'}, next: []int{quote, '}'}},
 		{name: "quote", after: []int{quote}, next: []int{'.', ':', '}', ']', ','}},
 		{name: ".", after: []int{'.'}, next: []int{quote, '.'}},
-		{name: ":", after: []int{':'}, next: valueStart},
+		{name: ":", after: []int{':'}, next: []int{quote, '1', 't', '[', '{', '-', '0', 'n', 'f'}},
 		{name: "[", after: []int{'['}, next: []int{quote, '1', 't', '{', '[', ']'}},
 		{name: ",", after: []int{','}, next: []int{quote, '1', 't', '{', '['}},
 		{name: "-", after: []int{'-'}, next: []int{'1'}},
-		{name: "</tool_call>", after: []int{TokenToolCallEnd}, next: []int{TokenIMEnd, nl, TokenToolCall}},
+		{name: "</tool_call>", after: []int{TokenToolCallEnd}, next: []int{TokenIMEnd, nl}},
+		// Its own class only so that attention can spot it; it behaves like the default.
+		{name: "<tool_response>", after: []int{TokenToolResponse}, next: valueEnd},
 	}
 }
 
-// chatLogits returns the logit table: logits[class][token].
+// fallbackOrder lists every token in the order used below the ranked ones: bytes other than whitespace by value,
+// then whitespace, then the special tokens.
+func fallbackOrder() []int {
+	var order, ws []int
+	for t := range 256 {
+		if t == ' ' || t == '\t' || t == '\n' || t == '\r' || t == '\v' || t == '\f' {
+			ws = append(ws, t)
+			continue
+		}
+		order = append(order, t)
+	}
+	order = append(order, ws...)
+	for t := 256; t < VocabSize; t++ {
+		order = append(order, t)
+	}
+	return order
+}
+
+// chatLogits returns the logit table, logits[class][token], before the feature terms.
 func chatLogits(rules []rule) [][]float32 {
-	rng := splitmix64{state: noiseSeed}
+	order := fallbackOrder()
 	out := make([][]float32, len(rules))
 	for c, r := range rules {
 		row := make([]float32, VocabSize)
-		for t := range row {
-			base := float32(fallbackLogit)
-			if t == ' ' || t == '\t' || t == '\n' || t == '\r' {
-				base = whitespaceLogit
-			}
-			row[t] = base + rng.float32()
+		for k, t := range order {
+			row[t] = float32(fallbackLogit - k*fallbackStep)
 		}
 		for rank, t := range r.next {
 			row[t] = float32(topLogit - rank*rankStep)
+		}
+		switch r.name {
+		case "newline":
+			row[TokenToolCall] = toolCallAfterNewline
+		case "</tool_call>":
+			row[TokenToolCall] = toolCallAfterCall
 		}
 		out[c] = row
 	}
@@ -109,8 +156,9 @@ func tokenClasses(rules []rule) ([]int, error) {
 // chatModel returns the metadata and tensors of the chat model.
 func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	rules := preferenceTable()
-	if len(rules) > ChatEmbeddingLength {
-		return nil, nil, fmt.Errorf("testmodel: %d preference classes do not fit one-hot in n_embd %d", len(rules), ChatEmbeddingLength)
+	if len(rules) > featTools {
+		return nil, nil, fmt.Errorf("testmodel: %d preference classes do not fit one-hot beside the features in n_embd %d",
+			len(rules), ChatEmbeddingLength)
 	}
 	class, err := tokenClasses(rules)
 	if err != nil {
@@ -128,7 +176,8 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 		{Key: "llama.attention.head_count", Value: uint32(chatHeads)},
 		{Key: "llama.attention.head_count_kv", Value: uint32(chatHeads)},
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(chatRMSEpsilon)},
-		{Key: "llama.rope.dimension_count", Value: uint32(ChatEmbeddingLength / chatHeads)},
+		{Key: "llama.rope.dimension_count", Value: uint32(chatHeadDim)},
+		{Key: "llama.rope.freq_base", Value: float32(chatRopeBase)},
 		{Key: "llama.vocab_size", Value: uint32(VocabSize)},
 		{Key: "tokenizer.ggml.model", Value: "gpt2"},
 		{Key: "tokenizer.ggml.pre", Value: "default"},
@@ -144,12 +193,15 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	}
 
 	const d = ChatEmbeddingLength
-	// One-hot embeddings: token t's row is the unit vector of its class, so after the final RMS norm the hidden
-	// state is sqrt(d)·e_class and output.weight's column for the class is the logit row divided by sqrt(d).
+	// One-hot embeddings: token t's row is the unit vector of its class.
 	embd := make([]float32, VocabSize*d)
 	for t := range VocabSize {
 		embd[t*d+class[t]] = 1
 	}
+
+	// After the final RMS norm the hidden state is ≈ √d·(e_class + f_tools·e_tools + f_result·e_result)/s with
+	// s = √(1 + f²…) ≤ 1.07, so output.weight's column for a class is its logit row divided by √d, and a feature
+	// column adds featureBoost to <tool_call> per unit of featureOut.
 	scale := float32(1 / math.Sqrt(float64(d)))
 	logits := chatLogits(rules)
 	output := make([]float32, VocabSize*d)
@@ -158,6 +210,28 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 			output[t*d+c] = logits[c][t] * scale
 		}
 	}
+	output[TokenToolCall*d+featTools] = featureBoost * scale / featureOut
+	output[TokenToolCall*d+featResult] = -featureBoost * scale / featureOut
+
+	// Block 0, heads 0 and 1: every query has the same entry q on the last rotary pair; only <tool_call>
+	// (head 0) or <tool_response> (head 1) has a key there. A position that can see such a token puts all its
+	// attention on it and reads its value, 1; one that cannot spreads attention over values that are all 0.
+	// attn_output writes the head's result into the feature dimension.
+	wq := make([]float32, d*d)
+	wk := make([]float32, d*d)
+	wv := make([]float32, d*d)
+	wo := make([]float32, d*d)
+	for h, f := range []struct{ token, dim int }{{TokenToolCall, featTools}, {TokenToolResponse, featResult}} {
+		qk := h*chatHeadDim + rotaryDim // weights are [out][in]: row = output unit
+		val := h * chatHeadDim
+		for c := range rules {
+			wq[qk*d+c] = featureScore
+		}
+		wk[qk*d+class[f.token]] = featureScore
+		wv[val*d+class[f.token]] = featureValue
+		wo[f.dim*d+val] = featureOut
+	}
+
 	ones := make([]float32, d)
 	for i := range ones {
 		ones[i] = 1
@@ -173,17 +247,23 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 		f32("output_norm.weight", ones, d),
 		f32("output.weight", output, d, VocabSize),
 	}
-	// Every block adds zero to the residual stream: attn_output and ffn_down are zero, so the hidden state at a
-	// position is its own token's embedding and the next-token logits depend on the last token only. The other
-	// projections are zero too; they cannot matter.
 	for b := range chatBlocks {
 		p := fmt.Sprintf("blk.%d.", b)
+		attn := []gguf.Tensor{
+			zeros(p+"attn_q.weight", d, d), zeros(p+"attn_k.weight", d, d),
+			zeros(p+"attn_v.weight", d, d), zeros(p+"attn_output.weight", d, d),
+		}
+		if b == 0 {
+			attn = []gguf.Tensor{
+				f32(p+"attn_q.weight", wq, d, d), f32(p+"attn_k.weight", wk, d, d),
+				f32(p+"attn_v.weight", wv, d, d), f32(p+"attn_output.weight", wo, d, d),
+			}
+		}
+		// ffn_down is zero, so no block's MLP adds anything: the residual stream is the embedding plus the two
+		// features and nothing else.
+		tensors = append(tensors, f32(p+"attn_norm.weight", ones, d))
+		tensors = append(tensors, attn...)
 		tensors = append(tensors,
-			f32(p+"attn_norm.weight", ones, d),
-			zeros(p+"attn_q.weight", d, d),
-			zeros(p+"attn_k.weight", d, d),
-			zeros(p+"attn_v.weight", d, d),
-			zeros(p+"attn_output.weight", d, d),
 			f32(p+"ffn_norm.weight", ones, d),
 			zeros(p+"ffn_gate.weight", d, chatFeedForward),
 			zeros(p+"ffn_up.weight", d, chatFeedForward),
@@ -193,7 +273,7 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	return kv, tensors, nil
 }
 
-// WriteChat writes the chat model (GGUF v3, all F32, about 460 KB) to w. The bytes are the same on every call.
+// WriteChat writes the chat model (GGUF v3, all F32, about 470 KB) to w. The bytes are the same on every call.
 func WriteChat(w io.Writer) error {
 	kv, tensors, err := chatModel()
 	if err != nil {

@@ -8,9 +8,13 @@ const (
 	TokenIMEnd       = 258 // <|im_end|>, control; EOS
 	TokenToolCall    = 259 // <tool_call>, user-defined
 	TokenToolCallEnd = 260 // </tool_call>, user-defined
+	// TokenToolResponse and TokenToolResponseEnd wrap tool results in the prompt. They are single tokens so that
+	// attention can find a result in the context (see the package doc); the model never writes them.
+	TokenToolResponse    = 261 // <tool_response>, user-defined
+	TokenToolResponseEnd = 262 // </tool_response>, user-defined
 
 	// VocabSize is the number of tokens of the chat model.
-	VocabSize = 261
+	VocabSize = 263
 )
 
 // llama.cpp token types (enum llama_token_type).
@@ -58,6 +62,8 @@ func vocabulary() (texts []string, types []int32) {
 		{TokenIMEnd, "<|im_end|>", tokenTypeControl},
 		{TokenToolCall, "<tool_call>", tokenTypeUserDefined},
 		{TokenToolCallEnd, "</tool_call>", tokenTypeUserDefined},
+		{TokenToolResponse, "<tool_response>", tokenTypeUserDefined},
+		{TokenToolResponseEnd, "</tool_response>", tokenTypeUserDefined},
 	}
 	for _, s := range special {
 		texts[s.id] = s.text

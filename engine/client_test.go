@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+)
+
+const benchTokens = 256
+
+func streamReq() engine.Request {
+	seed := 7
+	// go-openai drops temperature 0 (omitempty), so greedy decoding goes through Extra.
+	return engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{
+		Messages:  []openai.ChatCompletionMessage{{Role: "user", Content: "Once upon a time"}},
+		MaxTokens: benchTokens, Seed: &seed},
+		Extra: engine.Extra{Fields: map[string]any{"ignore_eos": true, "temperature": 0}}}
+}
+
+func TestStreamMatchesRawHTTP(t *testing.T) {
+	s := enginetest.Start(t, llamacpp.Config{Model: enginetest.SharedModel(t, "stories260K.gguf"), Ctx: 1024, Parallel: 1})
+	c := s.Client()
+	got := visorStream(t, c)
+	want := rawStream(t, s.URL())
+	if got != want {
+		t.Fatalf("visor stream text differs from the raw SSE text:\nvisor %q\nraw   %q", got, want)
+	}
+	if n := len(strings.Fields(got)); n < 10 {
+		t.Fatalf("too little text for %d tokens: %q", benchTokens, got)
+	}
+}
+
+func visorStream(t testing.TB, c *engine.Client) string {
+	st, err := c.ChatStream(context.Background(), streamReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var b strings.Builder
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return b.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			b.WriteString(c.Delta.Content)
+		}
+	}
+}
+
+// rawStream is the baseline: the same request over plain net/http, reading SSE lines and pulling the content
+// out with the least work possible.
+func rawStream(t testing.TB, base string) string {
+	body := `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":256,"temperature":0,"seed":7,` +
+		`"ignore_eos":true,"stream":true}`
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte("data: {")) {
+			continue
+		}
+		b.WriteString(contentOf(line))
+	}
+	return b.String()
+}
+
+func contentOf(line []byte) string {
+	var ch openai.ChatCompletionStreamResponse
+	if err := jsonUnmarshal(line[len("data: "):], &ch); err != nil {
+		return ""
+	}
+	var s string
+	for _, c := range ch.Choices {
+		s += c.Delta.Content
+	}
+	return s
+}
+
+// BenchmarkStream reports visor's streaming throughput against the same request read raw over HTTP, measured
+// in one run: ratio = raw time / visor time (1.0 means no overhead).
+func BenchmarkStream(b *testing.B) {
+	s := enginetest.Start(b, llamacpp.Config{Model: enginetest.SharedModel(b, "stories260K.gguf"), Ctx: 1024, Parallel: 1})
+	c := s.Client()
+	visorStream(b, c) // warm up: first request allocates buffers
+	var visorNS, rawNS int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Alternate so drift in machine load hits both sides alike.
+		t0 := nanotime()
+		visorStream(b, c)
+		t1 := nanotime()
+		rawStream(b, s.URL())
+		t2 := nanotime()
+		visorNS += t1 - t0
+		rawNS += t2 - t1
+	}
+	b.ReportMetric(float64(benchTokens)*1e9*float64(b.N)/float64(visorNS), "visor-tok/s")
+	b.ReportMetric(float64(benchTokens)*1e9*float64(b.N)/float64(rawNS), "raw-tok/s")
+	b.ReportMetric(float64(rawNS)/float64(visorNS), "ratio")
+}
