@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // maxInput bounds what `visor toolcalls parse` reads from stdin.
@@ -126,28 +128,26 @@ func readMessage(data []byte) (message, error) {
 	case bytes.HasPrefix(t, []byte("data:")):
 		return readSSE(t)
 	case len(t) > 0 && t[0] == '{':
-		var resp struct {
-			Choices []struct {
-				Message *wireMessage `json:"message"`
-			} `json:"choices"`
-		}
-		if json.Unmarshal(t, &resp) != nil || len(resp.Choices) == 0 || resp.Choices[0].Message == nil {
+		// gjson reads what it can from a response cut short (captures get truncated), where encoding/json would
+		// reject the whole document.
+		m := gjson.GetBytes(t, "choices.0.message")
+		if !m.IsObject() {
 			return message{}, nil // a bare JSON call, or other text
 		}
-		m := resp.Choices[0].Message
 		var msg message
-		if m.ReasoningContent != nil {
-			msg.chunks = append(msg.chunks, chunk{*m.ReasoningContent, true})
+		if r := m.Get("reasoning_content"); r.Type == gjson.String {
+			msg.chunks = append(msg.chunks, chunk{r.String(), true})
 		}
-		if m.Content != nil {
-			msg.chunks = append(msg.chunks, chunk{*m.Content, false})
+		if c := m.Get("content"); c.Type == gjson.String {
+			msg.chunks = append(msg.chunks, chunk{c.String(), false})
 		}
 		if len(msg.chunks) == 0 {
 			msg.chunks = []chunk{{"", false}}
 		}
-		for _, tc := range m.ToolCalls {
-			msg.addNative(tc.Function.Name, tc.Function.Arguments)
-		}
+		m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			msg.addNative(tc.Get("function.name").String(), tc.Get("function.arguments").String())
+			return true
+		})
 		return msg, nil
 	}
 	return message{}, nil
