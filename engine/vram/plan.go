@@ -1,0 +1,417 @@
+package vram
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/visorhq/visor/engine/gguf"
+)
+
+// MiB is 2^20 bytes, the unit llama.cpp and nvidia-smi print.
+const MiB = 1 << 20
+
+// Defaults, chosen to match llama-server's.
+const (
+	// DefaultMargin is llama.cpp's default --fit-target: memory left free for the driver, other processes and
+	// allocations the projection does not see.
+	DefaultMargin = 1024 * MiB
+	// DefaultOverhead is the driver context llama-server's process holds beyond its buffers: measured 65–97 MiB
+	// on the H200 through Vulkan (engine-notes §7); CUDA's is larger, so raise it there.
+	DefaultOverhead = 100 * MiB
+	DefaultUBatch   = 512
+	DefaultDraftMax = 3
+	// ctxPad is the granularity llama.cpp rounds n_ctx up to (seen: -c 1000 gives n_ctx 1024).
+	ctxPad = 256
+)
+
+// Mode is a way to place the model, its MTP draft context and its projector.
+type Mode string
+
+// The placement modes the plan compares.
+const (
+	// ModeResident keeps weights, MTP draft context and projector on the GPU at once.
+	ModeResident Mode = "resident"
+	// ModeSwap keeps the projector on the CPU and swaps it with the MTP draft context for image encodes
+	// (--mmproj-gpu-swap, spiritbuun/buun-llama-cpp only): the peak is the larger of the two.
+	ModeSwap Mode = "mtp-swap"
+	// ModeVisionCPU runs the vision encoder on the CPU (--no-mmproj-offload): slow encodes, full GPU for text.
+	ModeVisionCPU Mode = "vision-cpu"
+	// ModeTextOnly loads no projector.
+	ModeTextOnly Mode = "text-only"
+	// ModeVisionNoMTP keeps the projector resident and gives up speculation.
+	ModeVisionNoMTP Mode = "vision-no-mtp"
+)
+
+// GPU is one device to plan for.
+type GPU struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	Total uint64 `json:"total"`
+	Free  uint64 `json:"free"`
+	Used  uint64 `json:"used"`
+	// Source says where the numbers come from: "nvml" or "manual" (--gpu SIZE).
+	Source    string    `json:"source"`
+	Processes []Process `json:"processes,omitempty"`
+}
+
+// Process is a process holding GPU memory.
+type Process struct {
+	PID  uint32 `json:"pid"`
+	Name string `json:"name,omitempty"`
+	Used uint64 `json:"used"`
+}
+
+// Options are the launch choices to plan for. The zero value plans llama-server's defaults with flash attention,
+// f16 caches and one sequence, at the model's training context.
+type Options struct {
+	// Ctx is the context to check (-c); 0 means the model's training context.
+	Ctx int `json:"ctx"`
+	// CacheK and CacheV are -ctk/-ctv ("f16" when empty); DraftCache is the MTP context's -ctkd/-ctvd.
+	CacheK     string `json:"cache_k,omitempty"`
+	CacheV     string `json:"cache_v,omitempty"`
+	DraftCache string `json:"draft_cache,omitempty"`
+	UBatch     int    `json:"ubatch,omitempty"`
+	Parallel   int    `json:"parallel,omitempty"`
+	// DraftMax is --spec-draft-n-max; each drafted token keeps a rollback copy of the recurrent state.
+	DraftMax    int  `json:"draft_max,omitempty"`
+	NoMTP       bool `json:"no_mtp,omitempty"`
+	NoFlashAttn bool `json:"no_flash_attn,omitempty"`
+	// Margin is memory to leave free (DefaultMargin when 0); Overhead the driver context (DefaultOverhead when 0).
+	Margin   uint64 `json:"margin,omitempty"`
+	Overhead uint64 `json:"overhead,omitempty"`
+	// SwapSupported says the server has --mmproj-gpu-swap; without it ModeSwap is planned but marked unavailable.
+	SwapSupported bool `json:"swap_supported,omitempty"`
+}
+
+// Component is one line of a mode's budget.
+type Component struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
+	// PerToken is the part that grows with the context, in bytes per context cell (0 for fixed costs).
+	PerToken uint64 `json:"per_token,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// ModePlan is the verdict for one mode.
+type ModePlan struct {
+	Mode        Mode        `json:"mode"`
+	Description string      `json:"description"`
+	Available   bool        `json:"available"`
+	Reason      string      `json:"reason,omitempty"`
+	Ctx         int         `json:"ctx"`
+	UBatch      int         `json:"ubatch"`
+	Components  []Component `json:"components"`
+	Total       uint64      `json:"total"`
+	Fits        bool        `json:"fits"`
+	Headroom    int64       `json:"headroom"`
+	// MaxCtx is the largest context (a multiple of 256, at most the training context) that fits; 0 if none.
+	MaxCtx int `json:"max_ctx"`
+	// Args are llama-server arguments realising this mode at Ctx when it fits, else at MaxCtx.
+	Args []string `json:"args"`
+}
+
+// Result is a complete plan.
+type Result struct {
+	Model     Facts      `json:"model"`
+	Projector *Facts     `json:"projector,omitempty"`
+	GPU       GPU        `json:"gpu"`
+	Options   Options    `json:"options"`
+	Usable    uint64     `json:"usable"`
+	Modes     []ModePlan `json:"modes"`
+	Notes     []string   `json:"notes,omitempty"`
+}
+
+// Mode returns the plan for m, if it was planned.
+func (r Result) Mode(m Mode) (ModePlan, bool) {
+	for _, p := range r.Modes {
+		if p.Mode == m {
+			return p, true
+		}
+	}
+	return ModePlan{}, false
+}
+
+// resolved are Options with defaults filled in and cache types parsed.
+type resolved struct {
+	Options
+	k, v, draft gguf.Type
+}
+
+func resolve(model Facts, o Options) (resolved, error) {
+	r := resolved{Options: o}
+	if r.Ctx <= 0 {
+		r.Ctx = model.CtxTrain
+	}
+	if r.Ctx <= 0 {
+		r.Ctx = 4096
+	}
+	if r.UBatch <= 0 {
+		r.UBatch = DefaultUBatch
+	}
+	if r.Parallel <= 0 {
+		r.Parallel = 1
+	}
+	if r.DraftMax <= 0 {
+		r.DraftMax = DefaultDraftMax
+	}
+	if r.Margin == 0 {
+		r.Margin = DefaultMargin
+	}
+	if r.Overhead == 0 {
+		r.Overhead = DefaultOverhead
+	}
+	var err error
+	parse := func(s string, dst *gguf.Type, flag string) {
+		if err != nil {
+			return
+		}
+		if s == "" {
+			s = "f16"
+		}
+		var t gguf.Type
+		if t, err = gguf.ParseType(s); err != nil {
+			err = fmt.Errorf("vram: %s: %w", flag, err)
+			return
+		}
+		*dst = t
+	}
+	parse(r.CacheK, &r.k, "cache type K (-ctk)")
+	parse(r.CacheV, &r.v, "cache type V (-ctv)")
+	parse(r.DraftCache, &r.draft, "draft cache type (-ctkd/-ctvd)")
+	r.CacheK, r.CacheV, r.DraftCache = r.k.String(), r.v.String(), r.draft.String()
+	return r, err
+}
+
+// Plan computes the memory budget of every applicable mode for model (and projector, when proj is non-nil) on
+// gpu. It is pure arithmetic over the facts; see the package documentation for the formulas.
+func Plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
+	o, err := resolve(model, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if proj != nil && proj.Projector == nil {
+		return Result{}, fmt.Errorf("vram: %s is not a vision projector (arch %q): pass the mmproj file", proj.Path, proj.Arch)
+	}
+	res := Result{Model: model, Projector: proj, GPU: gpu, Options: o.Options}
+	if gpu.Free > o.Margin {
+		res.Usable = gpu.Free - o.Margin
+	}
+	mtp := len(model.NextNAttn) > 0 && !o.NoMTP
+	if len(model.NextNAttn) > 0 && o.NoMTP {
+		res.Notes = append(res.Notes, "the model has an MTP layer but --no-mtp was asked: its weights still load")
+	}
+	for _, l := range append(append([]AttnLayer{}, model.Attn...), model.NextNAttn...) {
+		for _, t := range []gguf.Type{o.k, o.v, o.draft} {
+			if bs := t.BlockSize(); bs > 1 && l.KeyDim%int(bs) != 0 {
+				return Result{}, fmt.Errorf("vram: cache type %s needs a head size divisible by %d, %s has %d: use f16",
+					t, bs, model.Path, l.KeyDim)
+			}
+		}
+	}
+	if (o.k != gguf.TypeF16 || o.v != gguf.TypeF16) && o.NoFlashAttn {
+		res.Notes = append(res.Notes, "llama.cpp needs flash attention for a quantized V cache; it will turn it on")
+	}
+	var modes []Mode
+	switch {
+	case proj != nil && mtp:
+		modes = []Mode{ModeResident, ModeSwap, ModeVisionCPU, ModeTextOnly, ModeVisionNoMTP}
+	case proj != nil:
+		modes = []Mode{ModeResident, ModeVisionCPU, ModeTextOnly}
+	default:
+		modes = []Mode{ModeTextOnly}
+	}
+	for _, m := range modes {
+		res.Modes = append(res.Modes, planMode(model, proj, o, m, mtp, res.Usable))
+	}
+	if model.CtxTrain > 0 && o.Ctx > model.CtxTrain {
+		res.Notes = append(res.Notes, fmt.Sprintf("context %d exceeds the training context %d", o.Ctx, model.CtxTrain))
+	}
+	return res, nil
+}
+
+var descriptions = map[Mode]string{
+	ModeResident:    "weights, MTP draft context and projector all in VRAM",
+	ModeSwap:        "projector swaps with the MTP draft context for image encodes (--mmproj-gpu-swap)",
+	ModeVisionCPU:   "vision encoder on the CPU (slow image encodes)",
+	ModeTextOnly:    "no projector",
+	ModeVisionNoMTP: "projector in VRAM, no speculative decoding",
+}
+
+func planMode(model Facts, proj *Facts, o resolved, m Mode, mtp bool, usable uint64) ModePlan {
+	useMTP := mtp && m != ModeVisionNoMTP
+	gpuProj := proj != nil && (m == ModeResident || m == ModeSwap || m == ModeVisionNoMTP)
+	if !mtp && m == ModeResident {
+		useMTP = false
+	}
+	ub := o.UBatch
+	if proj != nil && m != ModeTextOnly && proj.Projector.TokensPerImage > ub {
+		// An image's tokens must fit one ubatch, so the image size drives both contexts' compute buffers.
+		ub = proj.Projector.TokensPerImage
+	}
+	p := ModePlan{Mode: m, Description: descriptions[m], Available: true, Ctx: o.Ctx, UBatch: ub}
+	if m == ModeSwap && !o.SwapSupported {
+		p.Available = false
+		p.Reason = "needs a llama-server with --mmproj-gpu-swap (spiritbuun/buun-llama-cpp); upstream lacks it"
+	}
+	budget := func(ctx int) []Component { return components(model, proj, o, ub, ctx, useMTP, gpuProj, m == ModeSwap) }
+	p.Components = budget(o.Ctx)
+	p.Total = sum(p.Components)
+	p.Headroom = int64(usable) - int64(p.Total)
+	p.Fits = p.Total <= usable
+	// The total is affine in the padded context, so two evaluations give the slope.
+	t1, t2 := sum(budget(ctxPad)), sum(budget(2*ctxPad))
+	slope := t2 - t1
+	limit := model.CtxTrain
+	if limit <= 0 {
+		limit = o.Ctx
+	}
+	switch {
+	case t1 > usable:
+		p.MaxCtx = 0
+	case slope == 0:
+		p.MaxCtx = limit
+	default:
+		cells := uint64(ctxPad) + (usable-t1)/(slope/ctxPad)
+		p.MaxCtx = int(min(cells/ctxPad*ctxPad, uint64(limit)))
+		p.MaxCtx = max(p.MaxCtx-p.MaxCtx%ctxPad, 0)
+	}
+	argCtx := o.Ctx
+	if !p.Fits && p.MaxCtx > 0 {
+		argCtx = p.MaxCtx
+	}
+	p.Args = args(model, proj, o, m, ub, argCtx, useMTP)
+	return p
+}
+
+func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuProj, swap bool) []Component {
+	cells := uint64(padCtx(ctx))
+	var cs []Component
+	add := func(name string, bytes, perTok uint64, note string) {
+		cs = append(cs, Component{Name: name, Bytes: bytes, PerToken: perTok, Note: note})
+	}
+	add("weights", model.WeightBytes-model.HostBytes+model.GPUCopyBytes, 0,
+		fmt.Sprintf("%s of tensors; the %s token embedding stays in host memory", mib(model.WeightBytes), mib(model.HostBytes)))
+	kvTok := kvPerToken(model.Attn, o.k, o.v)
+	add("KV cache", kvTok*cells, kvTok, fmt.Sprintf("%d attention layers, %s/%s, %d B/token", len(model.Attn), o.k, o.v, kvTok))
+	if model.RecurrentSeqBytes > 0 {
+		copies := uint64(o.Parallel)
+		if useMTP {
+			copies *= uint64(1 + o.DraftMax)
+		}
+		add("recurrent state", model.RecurrentSeqBytes*copies, 0,
+			fmt.Sprintf("%d layers × %d sequence copies (rollback under speculation)", model.RecurrentLayers, copies))
+	}
+	maskTok, fixed := computePerToken(model, o, ub, false)
+	add("compute", fixed+maskTok*cells, maskTok, fmt.Sprintf("ubatch %d; the attention mask is n_ctx × ubatch × 2 B", ub))
+	var mtpBytes, mtpTok uint64
+	if useMTP {
+		kvd := kvPerToken(model.NextNAttn, o.draft, o.draft)
+		mTok, mFixed := computePerToken(model, o, ub, true)
+		mtpTok = kvd + mTok
+		mtpBytes = mFixed + mtpTok*cells
+		if !swap {
+			add("MTP KV", kvd*cells, kvd, fmt.Sprintf("draft context, %s, %d B/token", o.draft, kvd))
+			add("MTP compute", mFixed+mTok*cells, mTok, "draft context's compute buffer")
+		}
+	}
+	var projBytes uint64
+	if gpuProj {
+		projBytes = proj.WeightBytes + encoderCompute(proj.Projector)
+		if !swap {
+			add("projector", proj.WeightBytes, 0, proj.Projector.Type)
+			add("encoder compute", encoderCompute(proj.Projector), 0,
+				fmt.Sprintf("largest image: %d patches, %d tokens", proj.Projector.Patches, proj.Projector.TokensPerImage))
+		}
+	}
+	if swap {
+		// Only one of the two is resident at a time, so the peak is the larger.
+		if mtpBytes >= projBytes {
+			add("MTP draft (swaps with projector)", mtpBytes, mtpTok, fmt.Sprintf("projector+encoder need %s", mib(projBytes)))
+		} else {
+			add("projector (swaps with MTP draft)", projBytes, 0, fmt.Sprintf("MTP draft needs %s", mib(mtpBytes)))
+		}
+	}
+	add("driver context", o.Overhead, 0, "CUDA/Vulkan context of the server process")
+	return cs
+}
+
+// kvPerToken is the KV bytes per context cell over layers.
+func kvPerToken(layers []AttnLayer, k, v gguf.Type) uint64 {
+	var n uint64
+	for _, l := range layers {
+		n += k.RowBytes(uint64(l.KeyDim*l.HeadKV)) + v.RowBytes(uint64(l.ValDim*l.HeadKV))
+	}
+	return n
+}
+
+// computePerToken estimates a context's compute buffer as perCell×n_ctx + fixed. With flash attention the F16
+// mask (n_ctx × ubatch × 2 B) dominates at long contexts; without it the F32 KQ matrices of the widest layer do.
+// The ubatch-proportional activations are a fit to llama.cpp's reservations (see README.md).
+func computePerToken(m Facts, o resolved, ub int, mtp bool) (perCell, fixed uint64) {
+	u := uint64(ub)
+	if o.NoFlashAttn {
+		perCell = u*4 + 2*u*uint64(max(m.MaxHeads, 1))*4
+	} else {
+		perCell = u * 2
+	}
+	e := uint64(m.EmbedDim)
+	var ffn uint64
+	if m.Experts > 0 {
+		used := uint64(max(m.ExpertsUsed, 1))
+		ffn = e*used + used*uint64(m.ExpertFF) + uint64(m.SharedExpertFF)
+	} else {
+		ffn = e + uint64(m.FFDim)
+	}
+	act := ffn
+	if !mtp && m.RecurrentLayers > 0 {
+		act += uint64(m.ConvChannels) + 2*uint64(m.InnerDim)
+	}
+	fixed = 4 * act * u
+	if !mtp {
+		fixed += 4 * uint64(m.Vocab) * uint64(max(o.Parallel, 1)) // logits of the last token of each sequence
+	}
+	return perCell, fixed
+}
+
+// encoderCompute is the vision encoder's compute buffer for the largest image, a fit to llama-server's
+// "[mtmd] estimated worst-case memory usage" (see README.md).
+func encoderCompute(p *Projector) uint64 {
+	return uint64(p.Patches) * 4 * (13*uint64(p.EmbedDim) + 3*uint64(p.FFDim))
+}
+
+func args(model Facts, proj *Facts, o resolved, m Mode, ub, ctx int, useMTP bool) []string {
+	a := []string{"-m", model.Path, "-c", strconv.Itoa(ctx), "-ngl", "999"}
+	if o.NoFlashAttn {
+		a = append(a, "-fa", "off")
+	} else {
+		a = append(a, "-fa", "on")
+	}
+	a = append(a, "-ctk", o.k.String(), "-ctv", o.v.String(), "-ub", strconv.Itoa(ub), "-b", strconv.Itoa(max(ub, 2048)),
+		"-np", strconv.Itoa(o.Parallel), "--fit", "off")
+	if useMTP {
+		a = append(a, "--spec-type", "draft-mtp", "--spec-draft-n-max", strconv.Itoa(o.DraftMax))
+		if o.draft != gguf.TypeF16 {
+			a = append(a, "-ctkd", o.draft.String(), "-ctvd", o.draft.String())
+		}
+	}
+	if proj != nil && m != ModeTextOnly {
+		a = append(a, "--mmproj", proj.Path)
+		switch m {
+		case ModeVisionCPU:
+			a = append(a, "--no-mmproj-offload")
+		case ModeSwap:
+			a = append(a, "--mmproj-gpu-swap")
+		}
+	}
+	return a
+}
+
+func padCtx(n int) int { return (n + ctxPad - 1) / ctxPad * ctxPad }
+
+func sum(cs []Component) uint64 {
+	var n uint64
+	for _, c := range cs {
+		n += c.Bytes
+	}
+	return n
+}
