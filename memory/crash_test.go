@@ -1,0 +1,245 @@
+package memory
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"image/color"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	// Without FTS5 every test would fail the same way; say it once, with the fix.
+	db, err := sql.Open("sqlite3", ":memory:")
+	if err == nil {
+		var ok bool
+		err = db.QueryRow(`SELECT sqlite_compileoption_used('ENABLE_FTS5')`).Scan(&ok)
+		db.Close()
+		if err == nil && !ok {
+			err = errors.New("SQLite lacks FTS5: run the tests with -tags sqlite_fts5")
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memory:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanupBenchData()
+	os.Exit(code)
+}
+
+// Environment of TestHelperWriter, a child process that the crash and concurrency tests start.
+const (
+	envHelperDB      = "VISOR_MEMORY_HELPER_DB"
+	envHelperSession = "VISOR_MEMORY_HELPER_SESSION" // write to this session, creating it if needed
+	envHelperTag     = "VISOR_MEMORY_HELPER_TAG"
+	envHelperSteps   = "VISOR_MEMORY_HELPER_STEPS" // 0 or unset: until killed
+)
+
+// helperStep is step i of a writer tagged tag: three messages, an image every third step, one tool run.
+func helperStep(t testing.TB, tag string, i int) Step {
+	st := Step{Messages: []Message{
+		{Role: "assistant", Content: fmt.Sprintf("%s step %d call", tag, i),
+			ToolCalls: []ToolCall{{ID: fmt.Sprintf("%s-%d", tag, i), Name: "shell", Arguments: []byte(`{"cmd":"true"}`)}}},
+		{Role: "tool", ToolCallID: fmt.Sprintf("%s-%d", tag, i), Content: strings.Repeat("output ", 200)},
+		{Role: "assistant", Content: fmt.Sprintf("%s step %d done", tag, i)},
+	}, ToolRuns: []ToolRun{{CallID: fmt.Sprintf("%s-%d", tag, i), Name: "shell", Result: "ok"}}}
+	if i%3 == 0 {
+		st.Messages[0].Images = []Image{{Data: pngBytes(t, 4+i%7, 3, color.Gray{Y: uint8(i)})}}
+	}
+	return st
+}
+
+func TestHelperWriter(t *testing.T) {
+	path := os.Getenv(envHelperDB)
+	if path == "" {
+		t.Skip("child process of TestCrash* and TestTwoProcesses*")
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := os.Getenv(envHelperSession)
+	if _, err := s.CreateSession(ctx, Session{ID: id}); err != nil && !(id != "" && errors.Is(err, ErrExists)) {
+		t.Fatal(err)
+	}
+	if id == "" {
+		list, err := s.ListSessions(ctx, SessionFilter{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = list[0].ID
+	}
+	fmt.Printf("session %s\n", id)
+	tag := os.Getenv(envHelperTag)
+	steps, _ := strconv.Atoi(os.Getenv(envHelperSteps))
+	for i := 1; steps == 0 || i <= steps; i++ {
+		if err := s.AppendStep(ctx, id, helperStep(t, tag, i)); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("committed %d\n", i)
+	}
+}
+
+type helperProc struct {
+	cmd       *exec.Cmd
+	session   chan string
+	committed chan int // every "committed N", closed at EOF
+}
+
+func startHelper(t *testing.T, env ...string) *helperProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &helperProc{cmd: cmd, session: make(chan string, 1), committed: make(chan int, 100000)}
+	go func() {
+		defer close(p.committed)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if id, ok := strings.CutPrefix(line, "session "); ok {
+				p.session <- id
+			} else if n, ok := strings.CutPrefix(line, "committed "); ok {
+				v, _ := strconv.Atoi(n)
+				p.committed <- v
+			}
+		}
+	}()
+	return p
+}
+
+// lastCommitted drains the output after the process ended.
+func (p *helperProc) lastCommitted() int {
+	last := 0
+	for n := range p.committed {
+		last = n
+	}
+	return last
+}
+
+// checkSteps verifies that the session holds whole steps 1..k of tag in order, k >= committed, and that
+// the file is intact.
+func checkSteps(t *testing.T, path, sessionID, tag string, committed int) int {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen after kill: %v", err)
+	}
+	defer s.Close()
+	var integrity string
+	if err := s.db.QueryRow(`PRAGMA integrity_check`).Scan(&integrity); err != nil || integrity != "ok" {
+		t.Fatalf("integrity_check = %q (%v)", integrity, err)
+	}
+	msgs, err := s.Messages(ctx, sessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []Message
+	for _, m := range msgs {
+		if strings.HasPrefix(m.Content, tag+" ") || (m.Role == "tool" && strings.HasPrefix(m.ToolCallID, tag+"-")) {
+			mine = append(mine, m)
+		}
+	}
+	if len(mine)%3 != 0 {
+		t.Fatalf("%s: %d messages: a step is half-present", tag, len(mine))
+	}
+	steps := len(mine) / 3
+	if steps < committed {
+		t.Fatalf("%s: %d steps in the file, but %d were reported committed", tag, steps, committed)
+	}
+	for i := 1; i <= steps; i++ {
+		want := helperStep(t, tag, i)
+		got := mine[(i-1)*3 : i*3]
+		for j := range got {
+			if got[j].Content != want.Messages[j].Content || len(got[j].Images) != len(want.Messages[j].Images) {
+				t.Fatalf("%s step %d message %d = %q with %d images, want %q", tag, i, j, got[j].Content, len(got[j].Images), want.Messages[j].Content)
+			}
+			for k := range got[j].Images {
+				if string(got[j].Images[k].Data) != string(want.Messages[j].Images[k].Data) {
+					t.Fatalf("%s step %d: image bytes differ", tag, i)
+				}
+			}
+		}
+	}
+	return steps
+}
+
+func TestCrashLosesAtMostTheStepInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 30 processes")
+	}
+	path := filepath.Join(t.TempDir(), "crash.db")
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("seed %d", seed)
+	start := time.Now()
+	midRun := 0
+	for i := 0; i < 30; i++ {
+		tag := fmt.Sprintf("iter%d", i)
+		p := startHelper(t, envHelperDB+"="+path, envHelperTag+"="+tag)
+		var id string
+		select {
+		case id = <-p.session:
+		case <-time.After(30 * time.Second):
+			p.cmd.Process.Kill()
+			t.Fatal("helper did not start")
+		}
+		// Kill somewhere in the first few dozen steps, at a random moment that can fall inside a commit.
+		time.Sleep(time.Duration(rng.IntN(120_000)) * time.Microsecond)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		p.cmd.Wait()
+		committed := p.lastCommitted()
+		steps := checkSteps(t, path, id, tag, committed)
+		if steps > committed+1 {
+			t.Fatalf("%s: %d steps in the file, but the writer only got to step %d", tag, steps, committed+1)
+		}
+		if committed > 0 {
+			midRun++
+		}
+		t.Logf("%s: %d committed, %d in file", tag, committed, steps)
+	}
+	if midRun < 10 {
+		t.Errorf("only %d of 30 kills happened after a commit; the test is not exercising much", midRun)
+	}
+	t.Logf("30 kills in %s", time.Since(start).Round(time.Millisecond))
+}
+
+func TestTwoProcessesWriteAtOnce(t *testing.T) {
+	// A fresh file, so the two also race to create the schema.
+	path := filepath.Join(t.TempDir(), "two.db")
+	const steps = 40
+	a := startHelper(t, envHelperDB+"="+path, envHelperSession+"=shared", envHelperTag+"=procA", envHelperSteps+"="+strconv.Itoa(steps))
+	b := startHelper(t, envHelperDB+"="+path, envHelperSession+"=shared", envHelperTag+"=procB", envHelperSteps+"="+strconv.Itoa(steps))
+	for _, p := range []*helperProc{a, b} {
+		err := p.cmd.Wait()
+		if n := p.lastCommitted(); err != nil || n != steps {
+			t.Fatalf("writer exited with %v after %d of %d steps: %s", err, n, steps, p.cmd.Stderr)
+		}
+	}
+	checkSteps(t, path, "shared", "procA", steps)
+	checkSteps(t, path, "shared", "procB", steps)
+}
