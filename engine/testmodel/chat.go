@@ -25,6 +25,7 @@ const (
 
 // Residual-stream dimensions of the context features written by block 0's attention.
 const (
+	featOpen   = ChatEmbeddingLength - 3 // more <tool_call> than </tool_call> tokens: a call is open
 	featTools  = ChatEmbeddingLength - 2 // a <tool_call> token is in the context: tools were offered
 	featResult = ChatEmbeddingLength - 1 // a <tool_response> token is in the context: a tool has answered
 )
@@ -48,6 +49,11 @@ const (
 	// so the model stops after one call.
 	toolCallAfterCall = -60
 	featureBoost      = 40
+	// openPenalty times the open-call feature is taken from <tool_call>. The feature is (opened − closed) /
+	// (opened + closed) over the whole context, 1/(2n+1) right after the model opens a call in a context that
+	// holds n closed ones (2 from the system prompt's instructions, 1 per earlier call), so the penalty beats the
+	// boost (and the 20 it has over "H") for up to 2000/(2·60)−1/2 ≈ 16 closed calls... see openPenaltyCalls.
+	openPenalty = 2000
 )
 
 // Attention wiring of the two feature heads (block 0, heads 0 and 1).
@@ -156,7 +162,7 @@ func tokenClasses(rules []rule) ([]int, error) {
 // chatModel returns the metadata and tensors of the chat model.
 func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	rules := preferenceTable()
-	if len(rules) > featTools {
+	if len(rules) > featOpen {
 		return nil, nil, fmt.Errorf("testmodel: %d preference classes do not fit one-hot beside the features in n_embd %d",
 			len(rules), ChatEmbeddingLength)
 	}
@@ -212,6 +218,7 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	}
 	output[TokenToolCall*d+featTools] = featureBoost * scale / featureOut
 	output[TokenToolCall*d+featResult] = -featureBoost * scale / featureOut
+	output[TokenToolCall*d+featOpen] = -openPenalty * scale / featureOut
 
 	// Block 0, heads 0 and 1: every query has the same entry q on the last rotary pair; only <tool_call>
 	// (head 0) or <tool_response> (head 1) has a key there. A position that can see such a token puts all its
@@ -221,15 +228,30 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	wk := make([]float32, d*d)
 	wv := make([]float32, d*d)
 	wo := make([]float32, d*d)
-	for h, f := range []struct{ token, dim int }{{TokenToolCall, featTools}, {TokenToolResponse, featResult}} {
+	// Head 2 keys on both <tool_call> and </tool_call> with values +1 and −1, so it reads their balance.
+	type marked struct {
+		token int
+		value float32
+	}
+	heads := []struct {
+		tokens []marked
+		dim    int
+	}{
+		{[]marked{{TokenToolCall, featureValue}}, featTools},
+		{[]marked{{TokenToolResponse, featureValue}}, featResult},
+		{[]marked{{TokenToolCall, featureValue}, {TokenToolCallEnd, -featureValue}}, featOpen},
+	}
+	for h, head := range heads {
 		qk := h*chatHeadDim + rotaryDim // weights are [out][in]: row = output unit
 		val := h * chatHeadDim
 		for c := range rules {
 			wq[qk*d+c] = featureScore
 		}
-		wk[qk*d+class[f.token]] = featureScore
-		wv[val*d+class[f.token]] = featureValue
-		wo[f.dim*d+val] = featureOut
+		for _, m := range head.tokens {
+			wk[qk*d+class[m.token]] = featureScore
+			wv[val*d+class[m.token]] = m.value
+		}
+		wo[head.dim*d+val] = featureOut
 	}
 
 	ones := make([]float32, d)
