@@ -605,12 +605,12 @@ func parseInvokes(s string) ([]Call, error) {
 				return calls, fmt.Errorf("%w: invoke %q: unterminated <parameter tag", ErrMalformed, name)
 			}
 			pname := attr(b[len("<parameter"):pgt], "name")
-			vend := strings.Index(b, "</parameter>")
+			vend := strings.Index(b[pgt+1:], "</parameter>")
 			if vend < 0 {
 				return calls, fmt.Errorf("%w: invoke %q: missing </parameter>", ErrMalformed, name)
 			}
-			ps = append(ps, xmlValue(pname, b[pgt+1:vend]))
-			b = b[vend+len("</parameter>"):]
+			ps = append(ps, xmlValue(pname, b[pgt+1:pgt+1+vend]))
+			b = b[pgt+1+vend+len("</parameter>"):]
 		}
 		args, guessed := buildArgs(ps)
 		consumed := gt + 1 + end + len("</invoke>")
