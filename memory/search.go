@@ -41,11 +41,13 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if limit <= 0 {
 		limit = 20
 	}
-	// snippet column -1 picks whichever column matched best.
+	// ORDER BY rank (not ORDER BY bm25(...)) lets FTS5 sort the matches itself and hand rows over lazily, so
+	// snippet() runs only for the rows returned rather than for every match; the rank function carries the
+	// column weights. snippet column -1 picks whichever column matched best.
 	rows, err := s.db.QueryContext(ctx, `SELECT f.rowid, f.session_id, s.title, s.agent, f.role, f.created_at,
-		snippet(search_fts, -1, '[', ']', '…', 16), bm25(search_fts, 1.0, 0.5) AS score
+		snippet(search_fts, -1, '[', ']', '…', 16), f.rank
 		FROM search_fts f JOIN sessions s ON s.id = f.session_id
-		WHERE `+strings.Join(where, ` AND `)+` ORDER BY score LIMIT ?`, append(args, limit)...)
+		WHERE `+strings.Join(where, ` AND `)+` AND f.rank MATCH 'bm25(1.0, 0.5)' ORDER BY f.rank LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, searchError(q, err)
 	}
