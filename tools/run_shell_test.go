@@ -1,0 +1,101 @@
+//go:build unix
+
+package tools
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestRunShell(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"sub/f.txt": "x"})
+	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"sh", "echo", "pwd"}})
+
+	res := mustOK(t, call(t, r, RunShellName, map[string]any{"command": `sh -c 'echo out; echo "err" >&2; exit 3'`}))
+	if !strings.HasPrefix(res.Text, "Exit code: 3 (") || !strings.Contains(res.Text, "--- stdout ---\nout\n--- stderr ---\nerr\n") {
+		t.Errorf("got %q", res.Text)
+	}
+	res = mustOK(t, call(t, r, RunShellName, map[string]any{"command": `echo "a  b" c\ d 'e"f'`}))
+	if !strings.Contains(res.Text, "--- stdout ---\na  b c d e\"f\n") {
+		t.Errorf("quoting: %q", res.Text)
+	}
+	res = mustOK(t, call(t, r, RunShellName, map[string]any{"command": "pwd", "dir": "sub"}))
+	if !strings.Contains(res.Text, filepath.Join("sub")+"\n--- stderr") {
+		t.Errorf("dir: %q", res.Text)
+	}
+	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "rm -rf ."}), `"rm" is not allowed`, "echo, pwd, sh")
+	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "/bin/echo hi"}), "not allowed")
+	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "echo hi; rm -rf ."}), "shell syntax")
+	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "echo $HOME"}), "shell syntax")
+	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "pwd", "dir": "../"}), "outside the workspace")
+	mustFail(t, call(t, r, RunShellName, map[string]any{"command": `echo "unterminated`}), "unterminated")
+}
+
+func TestRunShellCapsOutput(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, BuiltinConfig{Root: t.TempDir(), Shell: []string{"sh"}})
+	res := mustOK(t, call(t, r, RunShellName, map[string]any{"command": `sh -c 'head -c 100000 /dev/zero | tr "\0" x; echo tail >&2'`}))
+	if !strings.Contains(res.Text, "[output truncated: 24576 of 100000 bytes shown]") || !strings.Contains(res.Text, "--- stderr ---\ntail\n") {
+		t.Errorf("got %q", res.Text[len(res.Text)-200:])
+	}
+}
+
+// TestRunShellTimeoutKillsProcessGroup checks that a timeout kills the grandchildren too, not only the
+// direct child, and that output written before the kill still reaches the model.
+func TestRunShellTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"sh"}, ShellTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	res := call(t, r, RunShellName, map[string]any{"command": `sh -c 'sleep 60 & echo $! > pid; echo started; wait'`})
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("took %s", el)
+	}
+	mustFail(t, res, "killed after timeout of 300ms", "started")
+	b, err := os.ReadFile(filepath.Join(root, "pid"))
+	must(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	must(t, err)
+	deadline := time.Now().Add(2 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("grandchild %d survived the timeout", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	t.Parallel()
+	got, err := splitCommand(`go test -run 'TestA|TestB' ./... "x y" a\"b`)
+	want := []string{"go", "test", "-run", "TestA|TestB", "./...", "x y", `a"b`}
+	if err != nil || strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		t.Errorf("got %q, %v", got, err)
+	}
+	for _, bad := range []string{"a | b", "a && b", "a > f", "echo `id`", `echo "$(id)"`, "ls *.go"} {
+		if _, err := splitCommand(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// alive reports whether pid runs; a zombie waiting for a non-reaping init (common in containers) counts as dead.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no procfs: trust kill(2)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) == 0 || fields[0] != "Z"
+}
