@@ -1,0 +1,547 @@
+package testmodel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// findServer locates llama-server the way the install script leaves it. Tests must not depend on the lead's
+// supervisor package, so this is a small copy of the lookup order.
+func findServer(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("VISOR_LLAMA_SERVER"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("llama-server"); err == nil {
+		return p
+	}
+	var dirs []string
+	if d := os.Getenv("VISOR_ENGINE_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "visor", "engine"))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".cache", "visor", "engine"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "bin", "llama-server")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	msg := "llama-server not found (VISOR_LLAMA_SERVER, $PATH, ~/.cache/visor/engine/bin): run scripts/install-engine.sh"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// lockedBuffer collects the server's output for failure messages.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type server struct {
+	url string
+	log *lockedBuffer
+}
+
+// startServer runs llama-server on the test models with one slot and returns once /health answers 200.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	bin := findServer(t)
+	chat, proj, err := Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-m", chat, "--mmproj", proj, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+		"-c", "4096", "-np", "1")
+	log := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	// Own process group: the installed llama-server is a wrapper script, and killing only the shell would leave
+	// the real server running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), log: log}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("llama-server exited before it was healthy: %v\n%s", err, log)
+		default:
+		}
+		resp, err := http.Get(s.url + "/health")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("llama-server not healthy after 60 s\n%s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *server) get(t *testing.T, path string, out any) {
+	t.Helper()
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// chatResponse is the part of a chat completion the tests look at.
+type chatResponse struct {
+	Choices []struct {
+		FinishReason string `json:"finish_reason"`
+		Message      struct {
+			Content   *string    `json:"content"`
+			ToolCalls []toolCall `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+type toolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// result flattens the first choice.
+type result struct {
+	content string
+	finish  string
+	calls   []toolCall
+	prompt  int
+}
+
+func (s *server) chat(t *testing.T, req map[string]any) result {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat: %s: %s", resp.Status, raw)
+	}
+	if req["stream"] == true {
+		return parseStream(t, raw)
+	}
+	var cr chatResponse
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		t.Fatalf("chat: %v: %s", err, raw)
+	}
+	if len(cr.Choices) != 1 {
+		t.Fatalf("chat: %d choices: %s", len(cr.Choices), raw)
+	}
+	c := cr.Choices[0]
+	r := result{finish: c.FinishReason, calls: c.Message.ToolCalls, prompt: cr.Usage.PromptTokens}
+	if c.Message.Content != nil {
+		r.content = *c.Message.Content
+	}
+	return r
+}
+
+// parseStream folds an SSE stream of chat chunks into one result, joining tool-call fragments by index as an
+// OpenAI client does.
+func parseStream(t *testing.T, raw []byte) result {
+	t.Helper()
+	var r result
+	var content strings.Builder
+	calls := map[int]*toolCall{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	done := false
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				FinishReason *string `json:"finish_reason"`
+				Delta        struct {
+					Content   *string    `json:"content"`
+					ToolCalls []toolCall `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("stream chunk %q: %v", data, err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil {
+				content.WriteString(*c.Delta.Content)
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				acc, ok := calls[tc.Index]
+				if !ok {
+					acc = &toolCall{Index: tc.Index}
+					calls[tc.Index] = acc
+				}
+				if tc.ID != "" {
+					acc.ID = tc.ID
+				}
+				if tc.Type != "" {
+					acc.Type = tc.Type
+				}
+				acc.Function.Name += tc.Function.Name
+				acc.Function.Arguments += tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				r.finish = *c.FinishReason
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !done {
+		t.Fatalf("stream ended without [DONE]:\n%s", raw)
+	}
+	r.content = content.String()
+	for i := range len(calls) {
+		tc, ok := calls[i]
+		if !ok {
+			t.Fatalf("stream: tool-call indexes are not 0..%d: %v", len(calls)-1, calls)
+		}
+		r.calls = append(r.calls, *tc)
+	}
+	return r
+}
+
+func tool(name string, params map[string]any) map[string]any {
+	return map[string]any{"type": "function", "function": map[string]any{
+		"name": name, "description": "test tool " + name, "parameters": params,
+	}}
+}
+
+func object(props map[string]any, required ...string) map[string]any {
+	o := map[string]any{"type": "object", "properties": props}
+	if required != nil {
+		o["required"] = required
+	}
+	return o
+}
+
+var (
+	weatherTool = tool("get_weather", object(map[string]any{"city": map[string]any{"type": "string"}}, "city"))
+	listDirTool = tool("list_dir", object(map[string]any{
+		"path": map[string]any{"type": "string", "description": "directory to list"},
+	}, "path"))
+)
+
+func user(text string) map[string]any { return map[string]any{"role": "user", "content": text} }
+
+// wantCall checks that r is exactly one call of name with arguments args (compared as JSON text, which the model
+// writes compactly) and no content.
+func wantCall(t *testing.T, r result, name, args string) {
+	t.Helper()
+	if r.finish != "tool_calls" {
+		t.Errorf("finish_reason %q, want tool_calls", r.finish)
+	}
+	if r.content != "" {
+		t.Errorf("content %q, want none beside the call", r.content)
+	}
+	if len(r.calls) != 1 {
+		t.Fatalf("%d tool calls, want 1: %+v", len(r.calls), r.calls)
+	}
+	c := r.calls[0]
+	if c.Function.Name != name || c.Function.Arguments != args {
+		t.Errorf("call %s(%s), want %s(%s)", c.Function.Name, c.Function.Arguments, name, args)
+	}
+	if !json.Valid([]byte(c.Function.Arguments)) {
+		t.Errorf("arguments %q are not JSON", c.Function.Arguments)
+	}
+	if c.ID == "" || c.Type != "function" {
+		t.Errorf("call id %q type %q, want an id and type function", c.ID, c.Type)
+	}
+}
+
+func wantAnswer(t *testing.T, r result, content string) {
+	t.Helper()
+	if r.content != content || r.finish != "stop" || len(r.calls) != 0 {
+		t.Errorf("got content %q finish %q calls %+v, want content %q finish stop and no calls",
+			r.content, r.finish, r.calls, content)
+	}
+}
+
+// pngDataURI returns a 16×16 RGB gradient PNG as a data URI.
+func pngDataURI(t *testing.T) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
+	for y := range 16 {
+		for x := range 16 {
+			img.Set(x, y, color.RGBA{R: uint8(16 * x), G: uint8(16 * y), B: 128, A: 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// TestServer drives the real llama-server with the generated models: the behaviours the package doc promises.
+func TestServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts llama-server")
+	}
+	s := startServer(t)
+
+	t.Run("props", func(t *testing.T) {
+		var props struct {
+			Modalities struct {
+				Vision bool `json:"vision"`
+			} `json:"modalities"`
+			Caps struct {
+				Tools     bool `json:"supports_tools"`
+				ToolCalls bool `json:"supports_tool_calls"`
+			} `json:"chat_template_caps"`
+			EOS string `json:"eos_token"`
+		}
+		s.get(t, "/props", &props)
+		if !props.Modalities.Vision || !props.Caps.Tools || !props.Caps.ToolCalls || props.EOS != "<|im_end|>" {
+			t.Errorf("props = %+v, want vision, tool support and EOS <|im_end|>", props)
+		}
+	})
+
+	t.Run("plain", func(t *testing.T) {
+		// Default sampling (no temperature, random seed): the logit gaps make it greedy anyway.
+		for range 3 {
+			wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 32}), "Hi!")
+		}
+	})
+
+	t.Run("system prompt", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": []any{
+			map[string]any{"role": "system", "content": "You are terse."}, user("hello"),
+		}, "max_tokens": 32})
+		wantAnswer(t, r, "Hi!")
+	})
+
+	t.Run("required", func(t *testing.T) {
+		for _, seed := range []int{1, 2, 3} {
+			r := s.chat(t, map[string]any{"messages": []any{user("What is the weather in Paris?")},
+				"tools": []any{weatherTool}, "tool_choice": "required", "max_tokens": 128, "seed": seed})
+			wantCall(t, r, "get_weather", `{"city":"."}`)
+		}
+	})
+
+	t.Run("required stream", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
+			"tools": []any{listDirTool}, "tool_choice": "required", "max_tokens": 128, "stream": true})
+		wantCall(t, r, "list_dir", `{"path":"."}`)
+	})
+
+	t.Run("auto calls first", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
+			"tools": []any{listDirTool}, "tool_choice": "auto", "max_tokens": 128})
+		wantCall(t, r, "list_dir", `{"path":"."}`)
+	})
+
+	t.Run("auto stream calls first", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
+			"tools": []any{listDirTool}, "max_tokens": 128, "stream": true})
+		wantCall(t, r, "list_dir", `{"path":"."}`)
+	})
+
+	// The agent loop: call, result, answer.
+	history := []any{
+		user("list the files"),
+		map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+			"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "list_dir", "arguments": `{"path":"."}`},
+		}}},
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
+	}
+	t.Run("auto answers after result", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "tool_choice": "auto",
+			"max_tokens": 128})
+		wantAnswer(t, r, "Hi!")
+	})
+
+	t.Run("auto stream answers after result", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "max_tokens": 128,
+			"stream": true})
+		wantAnswer(t, r, "Hi!")
+	})
+
+	t.Run("required after result", func(t *testing.T) {
+		// The model would answer, so the answer comes first and the grammar then forces the call.
+		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "tool_choice": "required",
+			"max_tokens": 128})
+		if r.finish != "tool_calls" || r.content != "Hi!" || len(r.calls) != 1 ||
+			r.calls[0].Function.Arguments != `{"path":"."}` {
+			t.Errorf("got %+v, want content Hi! and one list_dir call", r)
+		}
+	})
+
+	t.Run("none", func(t *testing.T) {
+		// The server still renders the tools; without a grammar the model opens a call, then the open-call
+		// feature turns it back to the answer.
+		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
+			"tools": []any{listDirTool}, "tool_choice": "none", "max_tokens": 128})
+		wantAnswer(t, r, "<tool_call>\nHi!")
+	})
+
+	t.Run("parallel", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": []any{user("weather and files")},
+			"tools": []any{weatherTool, listDirTool}, "tool_choice": "required", "parallel_tool_calls": true,
+			"max_tokens": 256})
+		// One call: after </tool_call> the model prefers EOS; the lowest-byte tool name wins.
+		wantCall(t, r, "get_weather", `{"city":"."}`)
+	})
+
+	t.Run("schema", func(t *testing.T) {
+		params := object(map[string]any{
+			"from":   map[string]any{"type": "string", "enum": []string{"PAR", "LON"}},
+			"seats":  map[string]any{"type": "integer"},
+			"price":  map[string]any{"type": "number"},
+			"window": map[string]any{"type": "boolean"},
+			"tags":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			"pax": object(map[string]any{
+				"name": map[string]any{"type": "string"},
+				"age":  map[string]any{"type": "integer"},
+			}, "name", "age"),
+			"note": map[string]any{"type": "string"},
+		}, "from", "seats", "price", "window", "tags", "pax")
+		r := s.chat(t, map[string]any{"messages": []any{user("Book it")},
+			"tools": []any{tool("book_flight", params)}, "tool_choice": "required", "max_tokens": 300})
+		if len(r.calls) != 1 {
+			t.Fatalf("got %+v, want one book_flight call", r)
+		}
+		// The server re-encodes the arguments, so compare values. Optional "note" is left out: after a value "}"
+		// is preferred to ",".
+		var got map[string]any
+		if err := json.Unmarshal([]byte(r.calls[0].Function.Arguments), &got); err != nil {
+			t.Fatalf("arguments %s: %v", r.calls[0].Function.Arguments, err)
+		}
+		want := map[string]any{"from": "LON", "seats": 1.0, "price": 1.0, "window": true, "tags": []any{"."},
+			"pax": map[string]any{"name": ".", "age": 1.0}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("arguments %v, want %v", got, want)
+		}
+	})
+
+	t.Run("optional only", func(t *testing.T) {
+		// With no required property "{" still prefers a quote, so the first optional property is filled in.
+		optional := tool("list_dir", object(map[string]any{"path": map[string]any{"type": "string"}}))
+		r := s.chat(t, map[string]any{"messages": []any{user("ls")}, "tools": []any{optional},
+			"tool_choice": "required", "max_tokens": 64})
+		wantCall(t, r, "list_dir", `{"path":"."}`)
+	})
+
+	t.Run("image", func(t *testing.T) {
+		text := map[string]any{"type": "text", "text": "What is in this image?"}
+		img := map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngDataURI(t)}}
+		without := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
+			"content": []any{text}}}, "max_tokens": 16})
+		with := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
+			"content": []any{text, img}}}, "max_tokens": 16})
+		wantAnswer(t, with, "Hi!")
+		tokens, err := ProjectorOptions{}.ImageTokens()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := with.prompt - without.prompt; got != tokens {
+			t.Errorf("the image added %d prompt tokens (%d vs %d), want %d", got, with.prompt, without.prompt, tokens)
+		}
+	})
+
+	if t.Failed() {
+		t.Logf("llama-server log:\n%s", s.log)
+	}
+}
+
