@@ -544,4 +544,3 @@ func TestServer(t *testing.T) {
 		t.Logf("llama-server log:\n%s", s.log)
 	}
 }
-
