@@ -1,0 +1,106 @@
+package prompts
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s:\n--- got ---\n%s\n--- want ---\n%s", name, path, got, want)
+	}
+}
+
+var tools = []ToolSpec{
+	{
+		Name:        "get_weather",
+		Description: "Get the current weather for a city. Use <city> names in English & ASCII.",
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}}, "required": ["city"]}`),
+	},
+	{Name: "list_files", Description: "List files in the working directory."},
+}
+
+func TestToolSystemGolden(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		f    Format
+		base string
+	}{
+		{"hermes_system", Hermes, "You are visor, a careful coding agent."},
+		{"hermes_system_nobase", Hermes, ""},
+		{"qwen_xml_system", QwenXML, "You are visor, a careful coding agent.\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ToolSystem(tc.f, tc.base, tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.name, got)
+		})
+	}
+}
+
+// The tool lines are what Qwen's templates print with tojson: the schema's key order kept, Python separators,
+// and no HTML escaping of < > &.
+func TestToolLineMatchesTojson(t *testing.T) {
+	t.Parallel()
+	got, err := ToolSystem(Hermes, "", tools[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather for a city. Use <city> names in English & ASCII.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}}, "required": ["city"]}}}`
+	if !strings.Contains(got, "<tools>\n"+want+"\n</tools>") {
+		t.Errorf("tool line not found; prompt:\n%s", got)
+	}
+}
+
+func TestToolSystemErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := ToolSystem("yaml", "", tools); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("unknown format: %v", err)
+	}
+	if _, err := ToolSystem(Hermes, "", []ToolSpec{{Name: ""}}); err == nil {
+		t.Error("tool without a name accepted")
+	}
+	if _, err := ToolSystem(QwenXML, "", []ToolSpec{{Name: "x", Parameters: json.RawMessage(`[1]`)}}); err == nil {
+		t.Error("non-object parameters accepted")
+	}
+}
+
+func TestToolResponse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		f             Format
+		name, content string
+		want          string
+	}{
+		{Hermes, "get_weather", `{"temp_c":21}`, "<tool_response>\n{\"name\": \"get_weather\", \"content\": {\"temp_c\": 21}}\n</tool_response>"},
+		{Hermes, "read", "line <1>\nline 2", "<tool_response>\n{\"name\": \"read\", \"content\": \"line <1>\\nline 2\"}\n</tool_response>"},
+		{QwenXML, "read", "line <1>\nline 2", "<tool_response>\nline <1>\nline 2\n</tool_response>"},
+	} {
+		if got := ToolResponse(tc.f, tc.name, tc.content); got != tc.want {
+			t.Errorf("ToolResponse(%s, %q) =\n%s\nwant\n%s", tc.f, tc.content, got, tc.want)
+		}
+	}
+}
