@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -323,5 +324,28 @@ func BenchmarkValidate(b *testing.B) {
 		if _, msg := v.check(args); msg != "" {
 			b.Fatal(msg)
 		}
+	}
+}
+
+// TestConcurrentUse runs calls while tools are being registered; run with -race.
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	r := newTestRegistry(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20 {
+			_ = r.Register(New(fmt.Sprintf("t%02d", i), "d", greet))
+			_ = r.Specs()
+		}
+	}()
+	for range 50 {
+		if res := r.Call(context.Background(), "greet", json.RawMessage(`{"name":"x"}`)); res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	<-done
+	if n := len(r.Specs()); n != 21 {
+		t.Errorf("specs = %d, want 21", n)
 	}
 }

@@ -87,6 +87,9 @@ func (t *typedTool[In, Out]) Spec() Spec { return t.spec }
 func (t *typedTool[In, Out]) schemaError() error { return t.schemaErr }
 
 func (t *typedTool[In, Out]) Call(ctx context.Context, args json.RawMessage) Result {
+	if t.schemaErr != nil {
+		return Errorf("tool %s is misconfigured: %v", t.spec.Name, t.schemaErr)
+	}
 	var in In
 	if len(args) > 0 {
 		if err := json.Unmarshal(args, &in); err != nil {
