@@ -21,29 +21,35 @@ const ExportVersion = "visor.session.v1"
 // not written. format "json": one JSON document (ExportVersion) with images embedded as base64 and tool
 // call arguments kept verbatim (a string when they are not valid JSON); imageDir is unused.
 func (s *Store) Export(ctx context.Context, sessionID, format string, w io.Writer, imageDir string) error {
-	sess, err := s.Session(ctx, sessionID)
-	if err != nil {
-		return err
+	if format != "md" && format != "markdown" && format != "json" {
+		return fmt.Errorf("memory: export %q: unknown format %q (want md or json): %w", sessionID, format, ErrInvalidInput)
 	}
-	msgs, err := s.Messages(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	runs, err := s.ToolRuns(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	switch format {
-	case "md", "markdown":
-		return exportMarkdown(sess, msgs, runs, w, imageDir)
-	case "json":
-		events, err := s.EngineEvents(ctx, sessionID, 0)
-		if err != nil {
+	// One snapshot, so the messages, runs and events agree with each other.
+	var sess Session
+	var msgs []Message
+	var runs []ToolRun
+	var events []EngineEvent
+	err := s.readTx(ctx, func(q querier) error {
+		var err error
+		if sess, err = getSession(ctx, q, sessionID); err != nil {
 			return err
 		}
+		if msgs, err = history(ctx, q, sessionID, 0); err != nil {
+			return err
+		}
+		if runs, err = toolRuns(ctx, q, sessionID); err != nil {
+			return err
+		}
+		events, err = engineEvents(ctx, q, sessionID, 0)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if format == "json" {
 		return exportJSON(sess, msgs, runs, events, w)
 	}
-	return fmt.Errorf("memory: export %q: unknown format %q (want md or json): %w", sessionID, format, ErrInvalidInput)
+	return exportMarkdown(sess, msgs, runs, w, imageDir)
 }
 
 type jsonExport struct {
@@ -212,7 +218,7 @@ func exportMarkdown(sess Session, msgs []Message, runs []ToolRun, w io.Writer, i
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- created: %s, updated: %s\n", sess.CreatedAt.Format(time.RFC3339), sess.UpdatedAt.Format(time.RFC3339))
-	fmt.Fprintf(&b, "- tokens: %d prompt (%d cached), %d generated\n", sess.PromptTokens, sess.CachedTokens, sess.GeneratedTokens)
+	fmt.Fprintf(&b, "- tokens: %d prompt (%d cached), %d generated\n\n", sess.PromptTokens, sess.CachedTokens, sess.GeneratedTokens)
 
 	runsByCall := map[string]ToolRun{}
 	for _, r := range runs {
@@ -222,7 +228,7 @@ func exportMarkdown(sess Session, msgs []Message, runs []ToolRun, w io.Writer, i
 	}
 	written := map[string]bool{}
 	for _, m := range msgs {
-		fmt.Fprintf(&b, "\n## %s", m.Role)
+		fmt.Fprintf(&b, "## %s", m.Role)
 		if m.ToolName != "" {
 			fmt.Fprintf(&b, " · %s", m.ToolName)
 		}

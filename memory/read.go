@@ -125,12 +125,30 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, e
 // the parent's history up to the fork point and then its own messages; for a continuation, its summary, the
 // kept part of the parent's history, then its own messages. Images carry their bytes.
 func (s *Store) Messages(ctx context.Context, sessionID string) ([]Message, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	var msgs []Message
+	err := s.readTx(ctx, func(q querier) error {
+		var err error
+		msgs, err = history(ctx, q, sessionID, 0)
+		return err
+	})
+	return msgs, err
+}
+
+// readTx runs fn in a deferred (read) transaction on one connection, so its queries see one snapshot of
+// the file. database/sql's BeginTx would issue BEGIN IMMEDIATE (see Open) and make every read wait for,
+// and block, writers in other processes.
+func (s *Store) readTx(ctx context.Context, fn func(querier) error) error {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
+		return fmt.Errorf("memory: read %s: %w", s.path, err)
 	}
-	defer tx.Rollback()
-	return history(ctx, tx, sessionID, 0)
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		return fmt.Errorf("memory: read %s: %w", s.path, err)
+	}
+	// Not ctx: the connection must leave the transaction even when ctx is done, before it is pooled again.
+	defer conn.ExecContext(context.Background(), `ROLLBACK`)
+	return fn(conn)
 }
 
 // history resolves a session's messages through its parent chain. It reads one consistent snapshot when
@@ -241,7 +259,10 @@ func ownMessages(ctx context.Context, q querier, sessionID string) ([]Message, e
 			if args != "" {
 				c.Arguments = []byte(args)
 			}
-			i := byID[id]
+			i, ok := byID[id]
+			if !ok {
+				continue // cannot happen inside one snapshot; never attach to the wrong message
+			}
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, c)
 		}
 		err = rows.Err()
@@ -264,7 +285,10 @@ func ownMessages(ctx context.Context, q querier, sessionID string) ([]Message, e
 			if err = rows.Scan(&id, &img.SHA256, &img.MIME, &img.Width, &img.Height, &img.Data); err != nil {
 				return
 			}
-			i := byID[id]
+			i, ok := byID[id]
+			if !ok {
+				continue
+			}
 			msgs[i].Images = append(msgs[i].Images, img)
 		}
 		err = rows.Err()
@@ -278,11 +302,16 @@ func ownMessages(ctx context.Context, q querier, sessionID string) ([]Message, e
 // ToolRuns returns the tool runs of the session's history (see Messages): for a fork, the parent's runs up
 // to the fork point, then its own.
 func (s *Store) ToolRuns(ctx context.Context, sessionID string) ([]ToolRun, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("memory: tool runs of %q: %w", sessionID, err)
-	}
-	defer tx.Rollback()
+	var out []ToolRun
+	err := s.readTx(ctx, func(q querier) error {
+		var err error
+		out, err = toolRuns(ctx, q, sessionID)
+		return err
+	})
+	return out, err
+}
+
+func toolRuns(ctx context.Context, tx querier, sessionID string) ([]ToolRun, error) {
 	hist, err := history(ctx, tx, sessionID, 0)
 	if err != nil {
 		return nil, err
@@ -345,6 +374,10 @@ func (s *Store) ToolRuns(ctx context.Context, sessionID string) ([]ToolRun, erro
 // EngineEvents returns engine events, oldest first: those of one session when sessionID is set, else all,
 // limited to the last limit (0 means 1000).
 func (s *Store) EngineEvents(ctx context.Context, sessionID string, limit int) ([]EngineEvent, error) {
+	return engineEvents(ctx, s.db, sessionID, limit)
+}
+
+func engineEvents(ctx context.Context, db querier, sessionID string, limit int) ([]EngineEvent, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -355,7 +388,7 @@ func (s *Store) EngineEvents(ctx context.Context, sessionID string, limit int) (
 		args = append(args, sessionID)
 	}
 	q = `SELECT * FROM (` + q + ` ORDER BY at DESC, id DESC LIMIT ?) ORDER BY at, id`
-	rows, err := s.db.QueryContext(ctx, q, append(args, limit)...)
+	rows, err := db.QueryContext(ctx, q, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("memory: engine events: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/gif"
@@ -762,5 +763,66 @@ func TestNotADatabase(t *testing.T) {
 	_, err := Open(context.Background(), path)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want an error naming the file", err)
+	}
+}
+
+func TestReadsDoNotWaitForWriters(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sess := newSession(t, s, Session{})
+	appendText(t, s, sess.ID, Message{Role: "user", Content: "hello"})
+	// Another writer holds the write lock (BEGIN IMMEDIATE) and is slow to commit.
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if msgs, err := s.Messages(rctx, sess.ID); err != nil || len(msgs) != 1 {
+		t.Fatalf("read during a write: %v %v", msgs, err)
+	}
+	if _, err := s.Search(rctx, Query{Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := s.Export(rctx, sess.ID, "json", &buf, ""); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("reads took %s while a writer held the lock", d)
+	}
+}
+
+func TestConcurrentAppendsInOneProcess(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sess := newSession(t, s, Session{})
+	const writers, steps = 6, 15
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			for i := 0; i < steps; i++ {
+				if err := s.AppendStep(ctx, sess.ID, Step{Messages: []Message{{Role: "user", Content: fmt.Sprintf("w%d-%d", w, i)}}}); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.Messages(ctx, sess.ID); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, _ := s.Messages(ctx, sess.ID)
+	if len(msgs) != writers*steps {
+		t.Errorf("%d messages, want %d", len(msgs), writers*steps)
 	}
 }
