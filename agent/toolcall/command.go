@@ -54,6 +54,15 @@ func RunParseCommand(stdin io.Reader, stdout io.Writer, format string, toolsJSON
 		p.StartInThinking = opensInThinking(string(data))
 		events = p.Feed(string(data))
 	}
+	var content strings.Builder
+	for _, c := range msg.chunks {
+		if !c.reasoning {
+			content.WriteString(c.text)
+		}
+	}
+	if len(msg.chunks) > 0 {
+		p.StartInThinking = opensInThinking(content.String())
+	}
 	for _, c := range msg.chunks {
 		if c.reasoning {
 			events = append(events, p.FeedReasoning(c.text)...)

@@ -400,6 +400,23 @@ func TestParseDetectsMissingThinkOpen(t *testing.T) {
 	}
 }
 
+// Without StartInThinking a streaming parser cannot know that a message began inside thinking until </think>
+// arrives; calls it already emitted are then named in an error so the agent does not run them.
+func TestLateThinkCloseFlagsEarlierCalls(t *testing.T) {
+	t.Parallel()
+	text := "Plan: call the tool.\n<tool_call>\n{\"name\": \"rm\", \"arguments\": {\"path\": \"/\"}}\n</tool_call>\n</think>\nAsking first."
+	for name, cut := range chunkings {
+		ev := feed(Auto, false, "", text, cut)
+		err := firstErr(ev)
+		if !errors.Is(err, ErrLateThinkClose) || !strings.Contains(err.Error(), "call_1") {
+			t.Errorf("%s: error %v, want ErrLateThinkClose naming call_1", name, err)
+		}
+	}
+	if r := Parse(text, Auto); len(r.Calls) != 0 || len(r.ReasoningCalls) != 1 || len(r.Errors) != 0 {
+		t.Errorf("Parse = %+v, want the call only as a reasoning call", r)
+	}
+}
+
 func TestPendingCap(t *testing.T) {
 	t.Parallel()
 	const max = 64

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 const (
@@ -50,6 +51,7 @@ type stream struct {
 	prev          byte   // last byte consumed in text or think mode, for literal-tag checks
 	hold          hold
 	held          []byte
+	callIDs       []string // calls emitted from this stream's text mode, for a late </think>
 }
 
 func (s *stream) consume(n int) {
@@ -150,10 +152,19 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 		p.releaseHeld(s)
 		s.mode = modeThink
 	case tagThinkClose:
-		// Stray: the thinking was never opened in this stream. A streaming parser has already emitted what came
-		// before as content; Parse (whole text) and StartInThinking avoid that. Dropping the tag keeps it out of
-		// the answer.
+		// Stray: the thinking was never opened in this stream, so the generation began inside it (the prompt
+		// opened <think>). Content already emitted cannot be taken back, and neither can calls: say which calls
+		// came from thinking so the agent drops them. Parse and StartInThinking avoid this.
 		p.releaseHeld(s)
+		if len(s.callIDs) > 0 {
+			p.out = append(p.out, Event{
+				Kind: KindError,
+				Text: tagThinkClose,
+				Err: fmt.Errorf("%w: calls %s came before it and were written while thinking; do not run them",
+					ErrLateThinkClose, strings.Join(s.callIDs, ", ")),
+			})
+			s.callIDs = nil
+		}
 	case tagCallClose:
 		// Stray </tool_call> (llama.cpp#20761) — or the end of a call whose opening tag is missing
 		// (hermes-agent#742): a held bare JSON message is then read as that call.
@@ -449,6 +460,9 @@ func (p *Parser) emitCalls(calls []Call, err error, raw string, inThink bool) {
 			c.Raw = raw
 		}
 		p.out = append(p.out, Event{Kind: kind, Call: &c})
+		if !inThink {
+			p.content.callIDs = append(p.content.callIDs, c.ID)
+		}
 	}
 	if err != nil {
 		p.out = append(p.out, Event{Kind: KindError, Text: raw, Err: fmt.Errorf("%w in %s", err, clip(raw))})

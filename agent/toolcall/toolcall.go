@@ -83,6 +83,9 @@ var (
 	ErrUnclosed = errors.New("unfinished tool call")
 	// ErrTooLarge: an unclosed tag held more than MaxPending bytes; its text was dropped.
 	ErrTooLarge = errors.New("tool call exceeds the pending-buffer cap")
+	// ErrLateThinkClose: </think> arrived with no <think> before it, after calls were already emitted: the
+	// generation began inside thinking (set StartInThinking), so those calls were thinking and must not run.
+	ErrLateThinkClose = errors.New("</think> without <think>")
 )
 
 // DefaultMaxPending caps the bytes held for one unfinished tag.
