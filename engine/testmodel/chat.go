@@ -49,11 +49,15 @@ const (
 	// so the model stops after one call.
 	toolCallAfterCall = -60
 	featureBoost      = 40
+	// toolCallAfterAnswer is <tool_call>'s logit after "!": below <|im_end|> even with the tools feature on, above
+	// every fallback so that a grammar that forbids EOS (tool_choice required after an answer) gets the call.
+	toolCallAfterAnswer = -40
 	// openPenalty times the open-call feature is taken from <tool_call>. The feature is (opened − closed) /
-	// (opened + closed) over the whole context, 1/(2n+1) right after the model opens a call in a context that
-	// holds n closed ones (2 from the system prompt's instructions, 1 per earlier call), so the penalty beats the
-	// boost (and the 20 it has over "H") for up to 2000/(2·60)−1/2 ≈ 16 closed calls... see openPenaltyCalls.
-	openPenalty = 2000
+	// (opened + closed) over the context: 1/(2n+1) right after the model opens a call in a context holding n
+	// closed ones (2 in the system prompt's instructions, 1 per earlier call). Without a grammar (tool_choice
+	// none) the model must not open a second call after "<tool_call>\n"; that needs openPenalty/(2n+1) ≥ 28 (20
+	// over "H" plus a rank gap), so n ≤ 70: 68 earlier calls. With a grammar the question never arises.
+	openPenalty = 4000
 )
 
 // Attention wiring of the two feature heads (block 0, heads 0 and 1).
@@ -84,7 +88,7 @@ func preferenceTable() []rule {
 		{name: "newline", after: []int{nl}, next: []int{'H', '{', TokenToolCallEnd, TokenIMEnd}},
 		{name: "H", after: []int{'H'}, next: []int{'i'}},
 		{name: "i", after: []int{'i'}, next: []int{'!'}},
-		{name: "!", after: []int{'!'}, next: []int{TokenIMEnd, TokenToolCall}},
+		{name: "!", after: []int{'!'}, next: []int{TokenIMEnd}},
 		{name: "<tool_call>", after: []int{TokenToolCall}, next: []int{nl, '{'}},
 		{name: "{", after: []int{'{'}, next: []int{quote, '}'}},
 		{name: "quote", after: []int{quote}, next: []int{'.', ':', '}', ']', ','}},
@@ -132,6 +136,8 @@ func chatLogits(rules []rule) [][]float32 {
 		switch r.name {
 		case "newline":
 			row[TokenToolCall] = toolCallAfterNewline
+		case "!":
+			row[TokenToolCall] = toolCallAfterAnswer
 		case "</tool_call>":
 			row[TokenToolCall] = toolCallAfterCall
 		}
