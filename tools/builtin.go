@@ -89,3 +89,13 @@ func Select(all []Tool, names ...string) ([]Tool, error) {
 	}
 	return out, nil
 }
+
+// describe turns an embedded Markdown description into what the model reads: hard-wrapped lines joined into
+// paragraphs, because line breaks inside a sentence cost tokens and carry no meaning.
+func describe(md string) string {
+	paras := strings.Split(strings.TrimSpace(md), "\n\n")
+	for i, p := range paras {
+		paras[i] = strings.Join(strings.Fields(p), " ")
+	}
+	return strings.Join(paras, "\n\n")
+}

@@ -70,7 +70,7 @@ func fetchURLTool(cfg BuiltinConfig) Tool {
 			return nil
 		},
 	}
-	return New(FetchURLName, fetchURLDescription, func(ctx context.Context, in fetchURLIn) (Result, error) {
+	return New(FetchURLName, describe(fetchURLDescription), func(ctx context.Context, in fetchURLIn) (Result, error) {
 		return fetchURL(ctx, client, in)
 	}, Parallel(), WithTimeout(timeout+5*time.Second))
 }

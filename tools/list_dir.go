@@ -20,7 +20,7 @@ type listDirIn struct {
 }
 
 func listDirTool(root string) Tool {
-	return New(ListDirName, listDirDescription, func(ctx context.Context, in listDirIn) (Result, error) {
+	return New(ListDirName, describe(listDirDescription), func(ctx context.Context, in listDirIn) (Result, error) {
 		return listDir(ctx, root, in)
 	}, Parallel())
 }

@@ -29,7 +29,7 @@ type readFileIn struct {
 }
 
 func readFileTool(root string) Tool {
-	return New(ReadFileName, readFileDescription, func(ctx context.Context, in readFileIn) (Result, error) {
+	return New(ReadFileName, describe(readFileDescription), func(ctx context.Context, in readFileIn) (Result, error) {
 		return readFile(ctx, root, in)
 	}, Parallel())
 }

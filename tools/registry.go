@@ -96,6 +96,20 @@ func (r *Registry) Register(t Tool) error {
 	return nil
 }
 
+// Unregister removes the named tool and reports whether it was there; MCP servers withdraw tools at runtime.
+func (r *Registry) Unregister(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.tools[name]; !ok {
+		return false
+	}
+	delete(r.tools, name)
+	if i, ok := slices.BinarySearch(r.names, name); ok {
+		r.names = slices.Delete(r.names, i, i+1)
+	}
+	return true
+}
+
 // Get returns the named tool.
 func (r *Registry) Get(name string) (Tool, bool) {
 	r.mu.RLock()
@@ -131,7 +145,11 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage) 
 	if msg != "" {
 		return Result{Text: msg, IsError: true}
 	}
-	return r.capOutput(r.run(ctx, e, clean))
+	start := time.Now()
+	res := r.capOutput(r.run(ctx, e, clean))
+	r.logger.Debug("Tool call", "tool", name, "duration", time.Since(start), "is_error", res.IsError,
+		"bytes", len(res.Text), "images", len(res.Images), "truncated", res.Truncated)
+	return res
 }
 
 func (r *Registry) available() []string {

@@ -116,6 +116,15 @@ func TestSpecsSortedAndStable(t *testing.T) {
 	if _, ok := r.Get("mid"); !ok {
 		t.Error("Get(mid) not found")
 	}
+	if !r.Unregister("mid") || r.Unregister("mid") {
+		t.Error("Unregister should succeed once")
+	}
+	if _, ok := r.Get("mid"); ok || len(r.Specs()) != 2 {
+		t.Error("mid still registered")
+	}
+	if res := r.Call(context.Background(), "mid", nil); !res.IsError || !strings.Contains(res.Text, "alpha, zeta") {
+		t.Errorf("after Unregister: %+v", res)
+	}
 }
 
 func TestCallAppliesDefaultsAndEncodesStruct(t *testing.T) {

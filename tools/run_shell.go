@@ -34,7 +34,7 @@ func runShellTool(cfg BuiltinConfig) Tool {
 	if timeout <= 0 {
 		timeout = shellDefaultTimeout
 	}
-	desc := fmt.Sprintf(runShellDescription, strings.Join(allow, ", "))
+	desc := fmt.Sprintf(describe(runShellDescription), strings.Join(allow, ", "))
 	// The Registry's timeout is a backstop only: the tool's own deadline fires first and still returns the
 	// output captured so far.
 	return New(RunShellName, desc, func(ctx context.Context, in runShellIn) (string, error) {

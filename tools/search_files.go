@@ -29,7 +29,7 @@ type searchFilesIn struct {
 }
 
 func searchFilesTool(root string) Tool {
-	return New(SearchFilesName, searchFilesDescription, func(ctx context.Context, in searchFilesIn) (Result, error) {
+	return New(SearchFilesName, describe(searchFilesDescription), func(ctx context.Context, in searchFilesIn) (Result, error) {
 		return searchFiles(ctx, root, in)
 	}, Parallel())
 }

@@ -27,7 +27,7 @@ type viewImageIn struct {
 }
 
 func viewImageTool(root string) Tool {
-	return New(ViewImageName, viewImageDescription, func(ctx context.Context, in viewImageIn) (Result, error) {
+	return New(ViewImageName, describe(viewImageDescription), func(ctx context.Context, in viewImageIn) (Result, error) {
 		return viewImage(root, in)
 	}, ReturnsImages(), Parallel())
 }

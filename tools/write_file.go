@@ -21,7 +21,7 @@ type writeFileIn struct {
 }
 
 func writeFileTool(root string) Tool {
-	return New(WriteFileName, writeFileDescription, func(ctx context.Context, in writeFileIn) (string, error) {
+	return New(WriteFileName, describe(writeFileDescription), func(ctx context.Context, in writeFileIn) (string, error) {
 		return writeFile(root, in)
 	})
 }
