@@ -61,8 +61,8 @@ func Qwen36() ([]gguf.KV, []gguf.Tensor) {
 		{Key: a + "ssm.inner_size", Value: uint32(qInner)},
 		{Key: a + "full_attention_interval", Value: uint32(qInterval)},
 		{Key: a + "nextn_predict_layers", Value: uint32(qNextN)},
-		{Key: "tokenizer.ggml.model", Value: "gpt2"},
 	}
+	kv = append(kv, Vocab(qVocab)...)
 	t := func(name string, ty gguf.Type, shape ...uint64) gguf.Tensor {
 		return gguf.Tensor{Name: name, Type: ty, Shape: shape}
 	}
@@ -240,4 +240,22 @@ func randomData(rng *rand.Rand, t gguf.Tensor) []byte {
 		}
 	}
 	return b
+}
+
+// Vocab returns a minimal GPT-2-style tokenizer of n distinct tokens that llama.cpp accepts: no merges, so text
+// tokenizes poorly, which header-only models never need to do well.
+func Vocab(n int) []gguf.KV {
+	toks := make([]string, n)
+	types := make([]int32, n)
+	for i := range toks {
+		toks[i] = "t" + strconv.Itoa(i)
+		types[i] = 1
+	}
+	return []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.pre", Value: "default"},
+		{Key: "tokenizer.ggml.tokens", Value: toks},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.merges", Value: []string{}},
+	}
 }
