@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/testmodel"
 )
 
 // Binary returns the llama-server to test against. Outside CI a missing engine skips the test with the command
@@ -68,4 +69,25 @@ func Start(t testing.TB, cfg llamacpp.Config) *llamacpp.Server {
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	return s
+}
+
+// Tiny starts a server on visor's generated chat model (and its vision projector when vision is set): it answers
+// "Hi!" to plain chat, calls a tool when tools are offered, and answers after a tool result.
+func Tiny(t testing.TB, vision bool, cfg llamacpp.Config) *llamacpp.Server {
+	t.Helper()
+	chat, proj, err := testmodel.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model = chat
+	if vision {
+		cfg.MMProj = proj
+	}
+	if cfg.Ctx == 0 {
+		cfg.Ctx = 4096
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 1
+	}
+	return Start(t, cfg)
 }

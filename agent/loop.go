@@ -1,0 +1,357 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/tools"
+)
+
+// Streamer is the one thing the loop needs from a model server. *engine.Client implements it.
+type Streamer interface {
+	ChatStream(ctx context.Context, req engine.Request) (*engine.Stream, error)
+}
+
+// ToolMode says who renders tools into the prompt.
+type ToolMode int
+
+const (
+	// Native sends `tools` and lets the server's chat template render them; the server returns tool_calls.
+	Native ToolMode = iota
+	// Raw renders the Hermes (or Qwen XML) tool prompt in visor and parses calls from the text, for servers whose
+	// template has no tool support or for raw completion endpoints.
+	Raw
+)
+
+// Config is an agent's fixed setup. The zero value of each optional field is a sensible default.
+type Config struct {
+	Model    Streamer
+	ModelID  string // the "model" field of requests; llama-server ignores it
+	Tools    *tools.Registry
+	System   string
+	Mode     ToolMode
+	Format   toolcall.Format // call syntax for Raw mode and for calls left in text
+	MaxSteps int             // default 8
+	// MaxTokens bounds each model turn; 0 leaves the server's default.
+	MaxTokens   int
+	Temperature *float32
+	// ToolChoice is "auto" (default), "required" or "none". llama-server accepts only these strings.
+	ToolChoice        string
+	ParallelToolCalls bool
+	// MaxRepeatedFailures stops the loop when the same failing call comes back this many times in a row
+	// (default 3), instead of burning steps on a model stuck in a loop.
+	MaxRepeatedFailures int
+	Extra               engine.Extra
+	Logger              *slog.Logger
+}
+
+// Agent runs the loop. It holds no per-run state, so one Agent may serve several runs at once.
+type Agent struct{ cfg Config }
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("agent: Config.Model is nil: pass an engine client")
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tools.NewRegistry()
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 8
+	}
+	if cfg.MaxRepeatedFailures <= 0 {
+		cfg.MaxRepeatedFailures = 3
+	}
+	if cfg.ToolChoice == "" {
+		cfg.ToolChoice = "auto"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg}, nil
+}
+
+// Run continues history with the user's message until the model answers without tool calls, a limit is hit, or
+// ctx ends. Every event goes to emit (which must not block for long); the returned Finished is also emitted.
+// Errors from the server or ctx end the run with Reason "error"/"canceled"; tool failures never do.
+func (a *Agent) Run(ctx context.Context, history []Message, user Message, emit func(Event)) Finished {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	msgs := append(append([]Message(nil), history...), user)
+	// The user's turn is stored with the first step so a crash before any answer leaves no dangling question.
+	pending := []Message{user}
+	var lastFailure string
+	repeats := 0
+	for step := 1; ; step++ {
+		if step > a.cfg.MaxSteps {
+			f := Finished{Final: lastAssistant(msgs), Steps: step - 1, Reason: "max_steps",
+				Err: fmt.Errorf("agent stopped after max_steps=%d without a final answer", a.cfg.MaxSteps)}
+			emit(f)
+			return f
+		}
+		emit(StepStarted{Step: step})
+		asst, perr, err := a.generate(ctx, step, msgs, emit)
+		if err != nil {
+			reason := "error"
+			if ctx.Err() != nil {
+				reason = "canceled"
+			}
+			f := Finished{Final: asst, Steps: step, Reason: reason, Err: err}
+			emit(f)
+			return f
+		}
+		stepMsgs := append(pending, asst)
+		pending = nil
+		msgs = append(msgs, asst)
+		if len(asst.ToolCalls) == 0 && len(perr) == 0 {
+			emit(StepFinished{Step: step, Messages: stepMsgs})
+			f := Finished{Final: asst, Steps: step, Reason: "answer"}
+			emit(f)
+			return f
+		}
+		results, runs := a.runCalls(ctx, step, asst, perr, emit)
+		stepMsgs = append(stepMsgs, results...)
+		msgs = append(msgs, results...)
+		emit(StepFinished{Step: step, Messages: stepMsgs, Runs: runs})
+		if ctx.Err() != nil {
+			f := Finished{Final: asst, Steps: step, Reason: "canceled", Err: ctx.Err()}
+			emit(f)
+			return f
+		}
+		sig, failed := failureSignature(asst, results, perr)
+		if failed && sig == lastFailure {
+			repeats++
+		} else if failed {
+			lastFailure, repeats = sig, 1
+		} else {
+			lastFailure, repeats = "", 0
+		}
+		if repeats >= a.cfg.MaxRepeatedFailures {
+			f := Finished{Final: asst, Steps: step, Reason: "repeated_failure",
+				Err: fmt.Errorf("agent stopped: the model repeated the same failing tool call %d times: %s", repeats, sig)}
+			emit(f)
+			return f
+		}
+	}
+}
+
+// generate streams one model turn. It returns the assistant message and the tool-call problems found in text.
+func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit func(Event)) (Message, []string, error) {
+	req := a.request(msgs)
+	start := time.Now()
+	st, err := a.cfg.Model.ChatStream(ctx, req)
+	if err != nil {
+		return Message{Role: "assistant"}, nil, err
+	}
+	defer st.Close()
+
+	asst := Message{Role: "assistant"}
+	parser := toolcall.New(a.cfg.Format)
+	var content, reasoning strings.Builder
+	var perr []string
+	native := map[int]*Call{}
+	handle := func(evs []toolcall.Event) {
+		for _, ev := range evs {
+			switch ev.Kind {
+			case toolcall.KindContent:
+				content.WriteString(ev.Text)
+				emit(Token{Step: step, Text: ev.Text})
+			case toolcall.KindReasoning:
+				reasoning.WriteString(ev.Text)
+				emit(ReasoningToken{Step: step, Text: ev.Text})
+			case toolcall.KindCall:
+				// Parser ids restart every turn; the loop assigns ids unique within the conversation below.
+				asst.ToolCalls = append(asst.ToolCalls, Call{Name: ev.Call.Name, Arguments: ev.Call.Arguments})
+			case toolcall.KindReasoningCall:
+				// Thinking about a call is not making it: never executed, not held against the model.
+				emit(ParseError{Step: step, Text: "ignored a tool call written inside reasoning: " + ev.Call.Raw})
+			case toolcall.KindError:
+				msg := ev.Text
+				if ev.Err != nil {
+					msg = ev.Err.Error()
+				}
+				perr = append(perr, msg)
+				emit(ParseError{Step: step, Text: msg})
+			}
+		}
+	}
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			handle(parser.Close())
+			asst.Content, asst.Reasoning = content.String(), reasoning.String()
+			return asst, perr, err
+		}
+		if ch.Timings != nil {
+			asst.Timings = ch.Timings
+		}
+		for _, c := range ch.Choices {
+			d := c.Delta
+			if asst.TTFT == 0 && (d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0) {
+				asst.TTFT = time.Since(start)
+			}
+			if d.ReasoningContent != "" {
+				handle(parser.FeedReasoning(d.ReasoningContent))
+			}
+			if d.Content != "" {
+				handle(parser.Feed(d.Content))
+			}
+			for _, tc := range d.ToolCalls {
+				idx := len(native)
+				if tc.Index != nil {
+					idx = *tc.Index
+				}
+				nc := native[idx]
+				if nc == nil {
+					nc = &Call{}
+					native[idx] = nc
+				}
+				if tc.ID != "" {
+					nc.ID = tc.ID
+				}
+				nc.Name += tc.Function.Name
+				nc.Arguments = append(nc.Arguments, tc.Function.Arguments...)
+			}
+			if c.FinishReason != "" {
+				asst.FinishReason = string(c.FinishReason)
+			}
+		}
+	}
+	handle(parser.Close())
+	asst.Content, asst.Reasoning = strings.TrimSpace(content.String()), strings.TrimSpace(reasoning.String())
+	// Native calls come first: the server saw them in order before any text-parsed leftovers.
+	idxs := make([]int, 0, len(native))
+	for i := range native {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	var calls []Call
+	for _, i := range idxs {
+		calls = append(calls, *native[i])
+	}
+	asst.ToolCalls = append(calls, asst.ToolCalls...)
+	for i := range asst.ToolCalls {
+		if asst.ToolCalls[i].ID == "" {
+			asst.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", step, i)
+		}
+		if len(asst.ToolCalls[i].Arguments) == 0 {
+			asst.ToolCalls[i].Arguments = json.RawMessage("{}")
+		}
+	}
+	return asst, perr, nil
+}
+
+// runCalls executes the turn's calls (or explains why not) and returns the result messages in call order.
+func (a *Agent) runCalls(ctx context.Context, step int, asst Message, perr []string, emit func(Event)) ([]Message, []ToolRun) {
+	results := make([]Message, len(asst.ToolCalls))
+	runs := make([]ToolRun, len(asst.ToolCalls))
+	refuse := ""
+	if asst.FinishReason == string(openai.FinishReasonLength) {
+		refuse = "not executed: generation stopped at the length limit, so this call may be incomplete; " +
+			"write a shorter call"
+	}
+	exec := func(i int) {
+		c := asst.ToolCalls[i]
+		emit(ToolCallStarted{Step: step, Call: c})
+		t0 := time.Now()
+		var res tools.Result
+		if refuse != "" {
+			res = tools.Result{Text: refuse, IsError: true}
+		} else {
+			res = a.cfg.Tools.Call(ctx, c.Name, c.Arguments)
+		}
+		d := time.Since(t0)
+		emit(ToolCallFinished{Step: step, Call: c, Result: res, Duration: d})
+		results[i] = Message{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: res.Text, Images: res.Images,
+			IsError: res.IsError}
+		runs[i] = ToolRun{Call: c, Result: res, Duration: d}
+	}
+	if a.parallel(asst.ToolCalls) && refuse == "" {
+		var wg sync.WaitGroup
+		for i := range asst.ToolCalls {
+			wg.Add(1)
+			go func() { defer wg.Done(); exec(i) }()
+		}
+		wg.Wait()
+	} else {
+		for i := range asst.ToolCalls {
+			if ctx.Err() != nil {
+				results[i] = Message{Role: "tool", ToolCallID: asst.ToolCalls[i].ID, ToolName: asst.ToolCalls[i].Name,
+					Content: "not executed: the run was canceled", IsError: true}
+				runs[i] = ToolRun{Call: asst.ToolCalls[i], Result: tools.Result{Text: results[i].Content, IsError: true}}
+				continue
+			}
+			exec(i)
+		}
+	}
+	if len(perr) > 0 {
+		// Problems in call text have no call id to answer; tell the model in a user turn so it can retry.
+		results = append(results, Message{Role: "user", IsError: true,
+			Content: "Your last message had tool-call text that could not be used:\n- " + strings.Join(perr, "\n- ") +
+				"\nWrite each call again, complete and valid, or answer without tools."})
+	}
+	return results, runs
+}
+
+func (a *Agent) parallel(calls []Call) bool {
+	if len(calls) < 2 {
+		return false
+	}
+	for _, c := range calls {
+		t, ok := a.cfg.Tools.Get(c.Name)
+		if !ok || !t.Spec().Parallel {
+			return false
+		}
+	}
+	return true
+}
+
+// failureSignature identifies a turn whose every call failed, so identical retries can be counted.
+func failureSignature(asst Message, results []Message, perr []string) (string, bool) {
+	var b strings.Builder
+	failed := len(perr) > 0 || len(asst.ToolCalls) > 0
+	for i, c := range asst.ToolCalls {
+		if i < len(results) && !results[i].IsError {
+			failed = false
+		}
+		fmt.Fprintf(&b, "%s(%s) ", c.Name, compactJSON(c.Arguments))
+	}
+	for _, p := range perr {
+		b.WriteString(p)
+	}
+	return strings.TrimSpace(b.String()), failed
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func lastAssistant(msgs []Message) Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" {
+			return msgs[i]
+		}
+	}
+	return Message{Role: "assistant"}
+}

@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/tools"
+)
+
+// Store is what the recorder needs from memory.
+type Store interface {
+	AppendStep(ctx context.Context, sessionID string, step memory.Step) error
+}
+
+// Recorder returns an event consumer that writes each finished step to store in one transaction, so a crash
+// loses at most the step in flight. Write failures are reported through onErr (never dropped silently) and do
+// not stop the run: the user still gets the answer, and the error says the session is incomplete.
+func Recorder(ctx context.Context, store Store, sessionID string, onErr func(error)) func(Event) {
+	if onErr == nil {
+		onErr = func(err error) { slog.Error("store step", "session", sessionID, "err", err) }
+	}
+	return func(ev Event) {
+		sf, ok := ev.(StepFinished)
+		if !ok {
+			return
+		}
+		step := memory.Step{}
+		for _, m := range sf.Messages {
+			step.Messages = append(step.Messages, ToMemory(m))
+		}
+		now := time.Now()
+		for _, r := range sf.Runs {
+			tr := memory.ToolRun{CallID: r.Call.ID, Name: r.Call.Name, Arguments: r.Call.Arguments, Result: r.Result.Text,
+				Duration: r.Duration, StartedAt: now.Add(-r.Duration)}
+			if r.Result.IsError {
+				tr.Error = r.Result.Text
+			}
+			step.ToolRuns = append(step.ToolRuns, tr)
+		}
+		if err := store.AppendStep(ctx, sessionID, step); err != nil {
+			onErr(err)
+		}
+	}
+}
+
+// ToMemory converts a loop message to its stored form.
+func ToMemory(m Message) memory.Message {
+	out := memory.Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
+		ToolName: m.ToolName, FinishReason: m.FinishReason}
+	for _, c := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	for _, im := range m.Images {
+		out.Images = append(out.Images, memory.Image{MIME: im.MIME, Data: im.Data})
+	}
+	if t := m.Timings; t != nil || m.TTFT > 0 {
+		mt := &memory.Timings{TimeToFirstToken: m.TTFT}
+		if t != nil {
+			mt.PromptTokens, mt.CachedTokens, mt.GeneratedTokens = t.PromptN, t.CacheN, t.PredictedN
+			mt.PromptPerSecond, mt.TokensPerSecond = t.PromptPerSecond, t.PredictedPerSecond
+			mt.DraftTokens, mt.DraftAccepted = t.DraftN, t.DraftNAccepted
+			mt.Duration = time.Duration((t.PromptMS + t.PredictedMS) * float64(time.Millisecond))
+		}
+		out.Timings = mt
+	}
+	return out
+}
+
+// FromMemory converts a stored message back for the loop; images come back with their exact bytes.
+func FromMemory(m memory.Message) Message {
+	out := Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
+		ToolName: m.ToolName, FinishReason: m.FinishReason}
+	for _, c := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	for _, im := range m.Images {
+		out.Images = append(out.Images, tools.Image{MIME: im.MIME, Data: im.Data})
+	}
+	if t := m.Timings; t != nil {
+		out.TTFT = t.TimeToFirstToken
+		out.Timings = &engine.Timings{PromptN: t.PromptTokens, CacheN: t.CachedTokens, PredictedN: t.GeneratedTokens,
+			PromptPerSecond: t.PromptPerSecond, PredictedPerSecond: t.TokensPerSecond, DraftN: t.DraftTokens,
+			DraftNAccepted: t.DraftAccepted}
+	}
+	return out
+}
+
+// Resumable converts a stored history for the loop, dropping what cannot be sent again, so a history cut by a
+// crash or Ctrl-C is always well formed. Steps are stored whole, so only the tail can be incomplete.
+func Resumable(msgs []memory.Message) []Message {
+	out := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, FromMemory(m))
+	}
+	// An assistant turn whose calls have no results (the process died between the two) cannot be replayed:
+	// servers reject tool calls without answers. Drop it; the user's question before it stays.
+	for len(out) > 0 && out[len(out)-1].Role == "assistant" && len(out[len(out)-1].ToolCalls) > 0 {
+		out = out[:len(out)-1]
+	}
+	return out
+}

@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/prompts"
+	"github.com/visorhq/visor/tools"
+)
+
+// request renders the conversation for the wire. History stays append-only and images keep their exact bytes,
+// so each request's prefix matches the previous one and llama-server reuses its cache (images included).
+func (a *Agent) request(msgs []Message) engine.Request {
+	specs := a.cfg.Tools.Specs()
+	req := engine.Request{Extra: a.cfg.Extra}
+	req.Model = a.cfg.ModelID
+	req.MaxTokens = a.cfg.MaxTokens
+	if a.cfg.Temperature != nil {
+		// go-openai omits a zero temperature, which is the one users set most; send it as an extra field.
+		fields := map[string]any{"temperature": *a.cfg.Temperature}
+		for k, v := range a.cfg.Extra.Fields {
+			fields[k] = v
+		}
+		req.Extra.Fields = fields
+	}
+	system := a.cfg.System
+	raw := a.cfg.Mode == Raw && len(specs) > 0
+	if raw {
+		system = a.rawSystem(specs)
+	}
+	if system != "" {
+		req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: "system", Content: system})
+	}
+	if len(specs) > 0 && !raw {
+		for _, s := range specs {
+			req.Tools = append(req.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+				Name: s.Name, Description: s.Description, Parameters: s.Parameters}})
+		}
+		req.ToolChoice = a.cfg.ToolChoice
+		if a.cfg.ParallelToolCalls {
+			req.ParallelToolCalls = true
+		}
+	}
+	for i := 0; i < len(msgs); i++ {
+		m := msgs[i]
+		switch m.Role {
+		case "tool":
+			// A run of tool results becomes tool messages (native) or one user turn of <tool_response> blocks
+			// (raw); images follow in a user message because tool messages cannot carry them.
+			j := i
+			for j < len(msgs) && msgs[j].Role == "tool" {
+				j++
+			}
+			req.Messages = append(req.Messages, a.toolResults(msgs[i:j], raw)...)
+			i = j - 1
+		case "assistant":
+			req.Messages = append(req.Messages, a.assistant(m, raw))
+		default:
+			req.Messages = append(req.Messages, userLike(m.Role, m.Content, m.Images))
+		}
+	}
+	return req
+}
+
+func (a *Agent) rawSystem(specs []tools.Spec) string {
+	ps := make([]prompts.ToolSpec, len(specs))
+	for i, s := range specs {
+		ps[i] = prompts.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+	}
+	out, err := prompts.ToolSystem(promptFormat(a.cfg.Format), a.cfg.System, ps)
+	if err != nil {
+		// The templates are embedded and tested; failing here means a broken build, and the model can still
+		// work without the tool list, so log instead of failing the user's run.
+		a.cfg.Logger.Error("render tool prompt", "err", err)
+		return a.cfg.System
+	}
+	return out
+}
+
+func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
+	out := openai.ChatCompletionMessage{Role: "assistant", Content: m.Content, ReasoningContent: m.Reasoning}
+	if raw {
+		var b strings.Builder
+		b.WriteString(m.Content)
+		for _, c := range m.ToolCalls {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(renderCall(promptFormat(a.cfg.Format), c))
+		}
+		out.Content = b.String()
+		return out
+	}
+	for _, c := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, openai.ToolCall{ID: c.ID, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: c.Name, Arguments: string(c.Arguments)}})
+	}
+	return out
+}
+
+func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMessage {
+	var out []openai.ChatCompletionMessage
+	var images []tools.Image
+	var captions []string
+	var body strings.Builder
+	for _, m := range run {
+		if raw {
+			body.WriteString(prompts.ToolResponse(promptFormat(a.cfg.Format), m.ToolName, m.Content))
+		} else {
+			out = append(out, openai.ChatCompletionMessage{Role: "tool", ToolCallID: m.ToolCallID, Name: m.ToolName,
+				Content: m.Content})
+		}
+		if len(m.Images) > 0 {
+			images = append(images, m.Images...)
+			captions = append(captions, fmt.Sprintf("%d image(s) from %s (call %s)", len(m.Images), m.ToolName, m.ToolCallID))
+		}
+	}
+	switch {
+	case raw:
+		out = append(out, userLike("user", body.String(), images))
+	case len(images) > 0:
+		out = append(out, userLike("user", "Images returned by the tools above: "+strings.Join(captions, "; "), images))
+	}
+	return out
+}
+
+func userLike(role, content string, images []tools.Image) openai.ChatCompletionMessage {
+	if len(images) == 0 {
+		return openai.ChatCompletionMessage{Role: role, Content: content}
+	}
+	parts := []openai.ChatMessagePart{}
+	if content != "" {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: content})
+	}
+	for _, im := range images {
+		parts = append(parts, engine.ImagePart(im.MIME, im.Data))
+	}
+	return openai.ChatCompletionMessage{Role: role, MultiContent: parts}
+}
+
+func promptFormat(f toolcall.Format) prompts.Format {
+	if f == toolcall.QwenXML {
+		return prompts.QwenXML
+	}
+	return prompts.Hermes
+}
+
+// renderCall writes a past call back into assistant text in the syntax the raw prompt taught the model, so the
+// history reads as the model's own output.
+func renderCall(f prompts.Format, c Call) string {
+	args := c.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if f != prompts.QwenXML {
+		return fmt.Sprintf("<tool_call>\n{\"name\": %q, \"arguments\": %s}\n</tool_call>", c.Name, args)
+	}
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(args, &obj)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "<tool_call>\n<function=%s>\n", c.Name)
+	for _, k := range keys {
+		v := string(obj[k])
+		var str string
+		if json.Unmarshal(obj[k], &str) == nil {
+			v = str // Qwen XML writes strings bare and everything else as JSON
+		}
+		fmt.Fprintf(&b, "<parameter=%s>\n%s\n</parameter>\n", k, v)
+	}
+	b.WriteString("</function>\n</tool_call>")
+	return b.String()
+}

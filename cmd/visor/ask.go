@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/tools"
+)
+
+// engineFlags are the flags every command that talks to a model shares.
+type engineFlags struct {
+	model, mmproj, endpoint, apiKey, server string
+	ctx, parallel                           int
+	extra                                   listFlag
+}
+
+func (e *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.model, "model", os.Getenv("VISOR_MODEL"), "GGUF model file to serve with llama-server (env VISOR_MODEL)")
+	fs.StringVar(&e.mmproj, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector GGUF for --model (env VISOR_MMPROJ)")
+	fs.StringVar(&e.endpoint, "endpoint", os.Getenv("VISOR_ENDPOINT"), "use a running OpenAI-compatible server instead (URL)")
+	fs.StringVar(&e.apiKey, "api-key", os.Getenv("VISOR_API_KEY"), "API key for --endpoint")
+	fs.StringVar(&e.server, "server", "", "llama-server binary (default: $VISOR_LLAMA_SERVER, $PATH, then the installed engine)")
+	fs.IntVar(&e.ctx, "ctx", 0, "context size for llama-server (0: the model's default)")
+	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots")
+	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable)")
+}
+
+// engineConn is a model server ready for requests, started by visor or not.
+type engineConn struct {
+	client *engine.Client
+	props  llamacpp.Props
+	server *llamacpp.Server // nil for --endpoint
+}
+
+func (c *engineConn) close() {
+	if c.server != nil {
+		_ = c.server.Stop(context.Background())
+	}
+}
+
+// openEngine connects to --endpoint or starts llama-server for --model, showing load progress on stderr.
+func openEngine(ctx context.Context, e engineFlags, stderr io.Writer, logger *slog.Logger) (*engineConn, error) {
+	if e.endpoint != "" {
+		c := engine.NewClient(e.endpoint, e.apiKey)
+		p, err := llamacpp.ReadProps(ctx, c)
+		if err != nil {
+			// Not every OpenAI-compatible server has /props; assume native tools and no vision facts.
+			logger.Debug("endpoint has no /props", "err", err)
+			p = llamacpp.Props{TemplateCaps: map[string]bool{"supports_tools": true, "supports_tool_calls": true}}
+		}
+		return &engineConn{client: c, props: p}, nil
+	}
+	if e.model == "" {
+		return nil, errors.New("no model: pass --model FILE.gguf (with --mmproj FILE for images) or --endpoint URL; " +
+			"`visor demo` runs without a model of your own")
+	}
+	logDir := filepath.Join(llamacpp.InstallDir(), "logs")
+	_ = os.MkdirAll(logDir, 0o755)
+	start := time.Now()
+	srv, err := llamacpp.Start(ctx, llamacpp.Config{
+		Binary: e.server, Model: e.model, MMProj: e.mmproj, Ctx: e.ctx, Parallel: e.parallel, ExtraArgs: e.extra,
+		LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
+		OnState: func(s llamacpp.State) {
+			if s == llamacpp.StateLoading {
+				fmt.Fprintf(stderr, "loading %s …\n", filepath.Base(e.model))
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	logger.Debug("engine ready", "url", srv.URL(), "took", time.Since(start))
+	c := srv.Client()
+	p, err := llamacpp.ReadProps(ctx, c)
+	if err != nil {
+		_ = srv.Stop(context.Background())
+		return nil, err
+	}
+	return &engineConn{client: c, props: p, server: srv}, nil
+}
+
+// toolFlags select built-in tools.
+type toolFlags struct {
+	names, workspace, shell string
+	fetch, raw              bool
+	format                  string
+}
+
+func (t *toolFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.names, "tools", "", "comma-separated built-in tools to enable (e.g. list_dir,read_file)")
+	fs.StringVar(&t.workspace, "workspace", ".", "folder the file tools are confined to")
+	fs.StringVar(&t.shell, "allow-shell", "", "comma-separated commands run_shell may run (off when empty)")
+	fs.BoolVar(&t.fetch, "allow-fetch", false, "let fetch_url reach the network")
+	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
+	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes or qwen-xml")
+}
+
+func (t *toolFlags) registry(logger *slog.Logger) (*tools.Registry, error) {
+	reg := tools.NewRegistry(tools.WithLogger(logger))
+	if t.names == "" {
+		return reg, nil
+	}
+	root, err := filepath.Abs(t.workspace)
+	if err != nil {
+		return nil, fmt.Errorf("--workspace: %w", err)
+	}
+	var shell []string
+	if t.shell != "" {
+		shell = strings.Split(t.shell, ",")
+	}
+	cfg := tools.BuiltinConfig{Root: root, AllowFetch: t.fetch, Shell: shell}
+	sel, err := tools.Select(tools.Builtins(cfg), strings.Split(t.names, ",")...)
+	if err != nil {
+		return nil, fmt.Errorf("--tools: %w", err)
+	}
+	for _, tl := range sel {
+		if err := reg.Register(tl); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ef engineFlags
+	var tf toolFlags
+	var images listFlag
+	ef.register(fs)
+	tf.register(fs)
+	fs.Var(&images, "image", "image file to attach (repeatable)")
+	system := fs.String("system", "", "system prompt")
+	maxSteps := fs.Int("max-steps", 8, "most model turns in one run")
+	maxTokens := fs.Int("max-tokens", 0, "most tokens per model turn (0: server default)")
+	db := fs.String("db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	sessionID := fs.String("session", "", "continue this stored session (an id or a unique prefix)")
+	noStore := fs.Bool("no-store", false, "do not store this conversation")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return errors.New(`ask: no question: visor ask "your question"`)
+	}
+	user := agent.Message{Role: "user", Content: strings.Join(pos, " ")}
+	for _, p := range images {
+		im, err := readImage(p)
+		if err != nil {
+			return err
+		}
+		user.Images = append(user.Images, im)
+	}
+	reg, err := tf.registry(logger)
+	if err != nil {
+		return err
+	}
+	conn, err := openEngine(ctx, ef, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	if len(user.Images) > 0 && conn.server != nil && !conn.props.Vision {
+		return fmt.Errorf("--image given but the model has no vision projector: add --mmproj FILE.gguf")
+	}
+	o := agentOptions{tools: reg, toolFlags: tf, system: *system, maxSteps: *maxSteps, maxTokens: *maxTokens}
+	if *noStore {
+		_, err = runAgent(ctx, conn, o, nil, user, stdout, stderr, logger)
+		return err
+	}
+	store, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	sess, history, err := openSession(ctx, store, *sessionID, user.Content, ef)
+	if err != nil {
+		return err
+	}
+	if _, err := store.BeginTurn(ctx, sess.ID); err != nil {
+		return err
+	}
+	var storeErr error
+	o.record = agent.Recorder(ctx, store, sess.ID, func(err error) { storeErr = errors.Join(storeErr, err) })
+	f, err := runAgent(ctx, conn, o, history, user, stdout, stderr, logger)
+	// The turn is closed on a context that outlives Ctrl-C, so an interrupted run is marked, not left open.
+	if f.Reason == "canceled" || f.Reason == "error" {
+		_ = store.MarkInterrupted(context.WithoutCancel(ctx), sess.ID)
+	} else {
+		_ = store.EndTurn(context.WithoutCancel(ctx), sess.ID)
+	}
+	fmt.Fprintf(stderr, "session %s (continue with: visor ask --session %s \"…\")\n", sess.ID, shortID(sess.ID))
+	return errors.Join(err, storeErr)
+}
+
+// openSession continues a stored session or creates one titled after the question.
+func openSession(ctx context.Context, store *memory.Store, id, question string, ef engineFlags) (memory.Session, []agent.Message, error) {
+	if id == "" {
+		model := ef.endpoint
+		if ef.model != "" {
+			model = filepath.Base(ef.model)
+		}
+		sess, err := store.CreateSession(ctx, memory.Session{Title: oneLine(question, 60), Agent: "ask", Model: model})
+		return sess, nil, err
+	}
+	full, err := store.ResolveSessionID(ctx, id)
+	if err != nil {
+		return memory.Session{}, nil, fmt.Errorf("--session %s: %w", id, err)
+	}
+	sess, err := store.Session(ctx, full)
+	if err != nil {
+		return memory.Session{}, nil, err
+	}
+	msgs, err := store.Messages(ctx, full)
+	if err != nil {
+		return memory.Session{}, nil, err
+	}
+	return sess, agent.Resumable(msgs), nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+type agentOptions struct {
+	tools     *tools.Registry
+	toolFlags toolFlags
+	system    string
+	maxSteps  int
+	maxTokens int
+	choice    string
+	record    func(agent.Event) // optional: memory's recorder
+}
+
+// runAgent runs one user turn and prints it: answer text on stdout, tool activity and speed on stderr.
+func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []agent.Message, user agent.Message,
+	stdout, stderr io.Writer, logger *slog.Logger) (agent.Finished, error) {
+	format, err := toolcall.ParseFormat(o.toolFlags.format)
+	if err != nil {
+		return agent.Finished{}, fmt.Errorf("--tool-format: %w", err)
+	}
+	mode := agent.Native
+	if o.toolFlags.raw || !conn.props.ToolsInTemplate() {
+		mode = agent.Raw
+	}
+	a, err := agent.New(agent.Config{Model: conn.client, Tools: o.tools, System: o.system, Mode: mode, Format: format,
+		MaxSteps: o.maxSteps, MaxTokens: o.maxTokens, ToolChoice: o.choice, Logger: logger})
+	if err != nil {
+		return agent.Finished{}, err
+	}
+	start := time.Now()
+	var generated int
+	var lastTPS float64
+	var ttft time.Duration
+	midLine := false
+	f := a.Run(ctx, history, user, func(ev agent.Event) {
+		if o.record != nil {
+			o.record(ev)
+		}
+		switch e := ev.(type) {
+		case agent.Token:
+			fmt.Fprint(stdout, e.Text)
+			midLine = !strings.HasSuffix(e.Text, "\n")
+		case agent.ToolCallStarted:
+			if midLine {
+				fmt.Fprintln(stdout)
+				midLine = false
+			}
+			fmt.Fprintf(stderr, "→ %s %s\n", e.Call.Name, e.Call.Arguments)
+		case agent.ToolCallFinished:
+			mark := "←"
+			if e.Result.IsError {
+				mark = "← error:"
+			}
+			fmt.Fprintf(stderr, "%s %s (%s)\n", mark, oneLine(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
+		case agent.ParseError:
+			fmt.Fprintf(stderr, "! %s\n", oneLine(e.Text, 200))
+		case agent.StepFinished:
+			for _, m := range e.Messages {
+				if m.Role == "assistant" && m.Timings != nil {
+					generated += m.Timings.PredictedN
+					lastTPS = m.Timings.PredictedPerSecond
+				}
+				if m.Role == "assistant" && ttft == 0 {
+					ttft = m.TTFT
+				}
+			}
+		}
+	})
+	if midLine {
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s]\n", f.Steps,
+		generated, lastTPS, ttft.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if f.Err != nil {
+		if conn.server != nil && conn.server.Err() != nil {
+			return f, fmt.Errorf("%w\n%v", f.Err, conn.server.Err())
+		}
+		return f, f.Err
+	}
+	return f, nil
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// readImage loads an image file exactly as it is on disk; the bytes are never re-encoded so later turns send
+// the same bytes and hit the server's cache.
+func readImage(path string) (tools.Image, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return tools.Image{}, fmt.Errorf("--image: %w", err)
+	}
+	mime := http.DetectContentType(data)
+	switch mime {
+	case "image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp":
+	default:
+		return tools.Image{}, fmt.Errorf("--image %s: not an image (detected %s); give a PNG, JPEG, GIF, WebP or BMP file", path, mime)
+	}
+	return tools.Image{MIME: mime, Data: data}, nil
+}

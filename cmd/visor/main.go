@@ -1,0 +1,102 @@
+// Command visor is the agent runtime's command line: it parses flags and wires the packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const usage = `visor — an agent runtime for local models on llama-server
+
+usage:
+  visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
+  visor demo                         run the demo agent on visor's tiny generated model
+  visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json] < output.txt
+  visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
+  visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB] [--ctx N] [--cache-type q4_0] [--json]
+  visor models write DIR             write the tiny test models (chat + vision projector)
+  visor engine                       show the llama-server visor would use and what it supports
+
+Run "visor COMMAND -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "visor:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	switch args[0] {
+	case "ask":
+		return cmdAsk(ctx, args[1:], stdout, stderr, logger)
+	case "demo":
+		return cmdDemo(ctx, args[1:], stdout, stderr, logger)
+	case "toolcalls":
+		return cmdToolcalls(args[1:], stdin, stdout, stderr)
+	case "sessions":
+		return cmdSessions(ctx, args[1:], stdout, stderr)
+	case "plan":
+		return cmdPlan(ctx, args[1:], stdout, stderr)
+	case "models":
+		return cmdModels(args[1:], stdout, stderr)
+	case "engine":
+		return cmdEngine(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func logLevel() slog.Level {
+	if os.Getenv("VISOR_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
+// parseInterleaved lets flags follow positional arguments (visor ask "q" --image x.png), which the flag package
+// alone does not.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}

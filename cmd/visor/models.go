@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/testmodel"
+)
+
+// cmdModels writes visor's tiny generated models, for tests and for trying visor without a model.
+func cmdModels(args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 || args[0] != "write" {
+		fmt.Fprintln(stderr, "usage: visor models write DIR")
+		return errors.New("models: expected: write DIR")
+	}
+	dir := args[1]
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("models: %w", err)
+	}
+	chat, proj, err := testmodel.Files(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n%s\n", chat, proj)
+	return nil
+}
+
+// cmdDemo runs a small agent on the tiny generated model against a real llama-server: the model lists a demo
+// folder with the list_dir tool, reads the result and answers. It shows the whole loop working without a model
+// download; with --model it runs the same demo on a real model.
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ef engineFlags
+	ef.register(fs)
+	question := fs.String("q", "What files are in the workspace?", "the question to ask")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if ef.model == "" && ef.endpoint == "" {
+		dir := filepath.Join(filepath.Dir(llamacpp.InstallDir()), "models")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		chat, proj, err := testmodel.Files(dir)
+		if err != nil {
+			return err
+		}
+		ef.model, ef.mmproj = chat, proj
+		fmt.Fprintf(stderr, "demo: no --model given; using visor's tiny generated model %s\n", chat)
+	}
+	ws, err := os.MkdirTemp("", "visor-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer os.RemoveAll(ws)
+	for name, body := range map[string]string{"notes.txt": "buy milk\n", "plan.md": "# Plan\nship visor\n",
+		"src/main.go": "package main\n"} {
+		p := filepath.Join(ws, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	tf := toolFlags{names: "list_dir", workspace: ws, format: "hermes"}
+	reg, err := tf.registry(logger)
+	if err != nil {
+		return err
+	}
+	conn, err := openEngine(ctx, ef, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	fmt.Fprintf(stderr, "demo: workspace %s, engine %s\n", ws, conn.client.BaseURL())
+	fmt.Fprintf(stdout, "> %s\n", *question)
+	_, err = runAgent(ctx, conn, agentOptions{tools: reg, toolFlags: tf, maxSteps: 4}, nil,
+		agent.Message{Role: "user", Content: *question}, stdout, stderr, logger)
+	return err
+}

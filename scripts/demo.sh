@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job: installs the engine and runs a demo agent. With no model of your own (VISOR_MODEL unset), visor
+# writes its tiny generated model and the agent lists a folder with a real tool call on a real llama-server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+engine_dir=${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}
+scripts/install-engine.sh "$engine_dir" >/dev/null
+export VISOR_ENGINE_DIR="$engine_dir"
+mkdir -p bin
+go build -tags sqlite_fts5 -o bin/visor ./cmd/visor
+if [ -n "${VISOR_MODEL:-}" ]; then
+  exec bin/visor ask --model "$VISOR_MODEL" --tools list_dir,read_file "${*:-List the files in this folder and tell me what this project is.}"
+fi
+exec bin/visor demo "$@"
