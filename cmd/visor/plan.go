@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"path/filepath"
+
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/vram"
+)
+
+// cmdPlan is `visor plan`: what fits in VRAM for a model (and projector), per launch mode, before loading anything.
+func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o vram.FileOptions
+	fs.StringVar(&o.Model, "model", "", "model GGUF")
+	fs.StringVar(&o.MMProj, "mmproj", "", "vision projector GGUF")
+	fs.StringVar(&o.GPU, "gpu", "auto", "GPU to plan for: auto (NVML), a device index, or a size such as 24GiB")
+	fs.IntVar(&o.Ctx, "ctx", 0, "context size to check (0: the model's training context)")
+	cache := fs.String("cache-type", "", "KV cache type for K and V (f16, q8_0, q4_0, …)")
+	fs.StringVar(&o.CacheK, "cache-type-k", "", "K cache type (overrides --cache-type)")
+	fs.StringVar(&o.CacheV, "cache-type-v", "", "V cache type (overrides --cache-type)")
+	fs.IntVar(&o.UBatch, "ubatch", 0, "physical batch size (-ub)")
+	fs.IntVar(&o.Parallel, "parallel", 0, "sequences (-np)")
+	fs.IntVar(&o.DraftMax, "draft-max", 0, "MTP draft tokens (--spec-draft-n-max)")
+	server := fs.String("server", "", "llama-server binary whose flags decide which modes are available")
+	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	if o.CacheK == "" {
+		o.CacheK = *cache
+	}
+	if o.CacheV == "" {
+		o.CacheV = *cache
+	}
+	// The swap mode needs the fork's flag; ask the installed engine when there is one, without failing if not.
+	if bin, err := llamacpp.Find(*server); err == nil {
+		cacheDir := &llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}
+		if f, err := cacheDir.Flags(ctx, bin); err == nil {
+			o.SwapSupported = f.MMProjGPUSwap()
+		}
+	}
+	res, err := vram.PlanFiles(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteTable(stdout)
+}
