@@ -25,9 +25,14 @@ const (
 
 // Residual-stream dimensions of the context features written by block 0's attention.
 const (
-	featOpen   = ChatEmbeddingLength - 3 // more <tool_call> than </tool_call> tokens: a call is open
-	featTools  = ChatEmbeddingLength - 2 // a <tool_call> token is in the context: tools were offered
-	featResult = ChatEmbeddingLength - 1 // a <tool_response> token is in the context: a tool has answered
+	featOpen = ChatEmbeddingLength - 3 // more <tool_call> than </tool_call> tokens: a call is open
+
+	// Image embeddings (the projector's output) live in [imageDimLow, imageDimHigh): no class, no feature and
+	// no weight of the chat model reads them, so an image changes nothing but the token count.
+	imageDimLow  = 16
+	imageDimHigh = featOpen
+	featTools    = ChatEmbeddingLength - 2 // a <tool_call> token is in the context: tools were offered
+	featResult   = ChatEmbeddingLength - 1 // a <tool_response> token is in the context: a tool has answered
 )
 
 // Logit levels of the preference table. Ranks are 10 apart, more than the ≥ 8 that makes llama-server's default
@@ -168,7 +173,7 @@ func tokenClasses(rules []rule) ([]int, error) {
 // chatModel returns the metadata and tensors of the chat model.
 func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	rules := preferenceTable()
-	if len(rules) > featOpen {
+	if len(rules) > imageDimLow {
 		return nil, nil, fmt.Errorf("testmodel: %d preference classes do not fit one-hot beside the features in n_embd %d",
 			len(rules), ChatEmbeddingLength)
 	}

@@ -1,8 +1,10 @@
 package testmodel
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/visorhq/visor/engine/gguf"
 )
@@ -30,7 +32,8 @@ type ProjectorOptions struct {
 	// FeedForwardLength is the encoder's MLP width (default 4 × EmbeddingLength).
 	FeedForwardLength int
 	// TextEmbeddingLength is the projector's output size, which must equal the text model's n_embd (default
-	// ChatEmbeddingLength, the chat model of this package).
+	// ChatEmbeddingLength, the chat model of this package). At that width the output only uses the dimensions the
+	// chat model keeps free for images, so images never change its answers.
 	TextEmbeddingLength int
 }
 
@@ -140,16 +143,29 @@ func projectorModel(opt ProjectorOptions) ([]gguf.KV, []gguf.Tensor, error) {
 	}
 
 	rng := splitmix64{state: projectorSeed}
-	random := func(name string, shape ...uint64) gguf.Tensor {
+	// random fills a tensor with seeded noise in ±weightScale, straight into its bytes (large projectors have
+	// hundreds of millions of weights). keep, when set, zeroes every row (output unit) it rejects.
+	random := func(name string, keep func(row uint64) bool, shape ...uint64) gguf.Tensor {
 		n := uint64(1)
 		for _, s := range shape {
 			n *= s
 		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = (2*rng.float32() - 1) * weightScale
+		b := make([]byte, 4*n)
+		for i := uint64(0); i < n; i++ {
+			v := (2*rng.float32() - 1) * weightScale
+			if keep != nil && !keep(i/shape[0]) {
+				v = 0
+			}
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
-		return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32, Data: f32Bytes(v)}
+		return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32, Data: b}
+	}
+	// Image embeddings must not disturb the chat model's token logic: its block-0 attention reads the class
+	// dimensions of every position, so an image embedding with values there could pass for a <tool_call>. For the
+	// chat model's width the projector therefore writes only the dimensions that model leaves free.
+	var imageRows func(uint64) bool
+	if o.TextEmbeddingLength == ChatEmbeddingLength {
+		imageRows = func(r uint64) bool { return r >= imageDimLow && r < imageDimHigh }
 	}
 	ones := func(name string, n uint64) gguf.Tensor {
 		v := make([]float32, n)
@@ -163,30 +179,30 @@ func projectorModel(opt ProjectorOptions) ([]gguf.KV, []gguf.Tensor, error) {
 	}
 	p := uint64(o.PatchSize)
 	tensors := []gguf.Tensor{
-		random("v.patch_embd.weight", p, p, 3, d), // a conv2d kernel: one patch of 3 channels per output unit
-		random("v.class_embd", d),
-		random("v.position_embd.weight", d, positions),
+		random("v.patch_embd.weight", nil, p, p, 3, d), // a conv2d kernel: one patch of 3 channels per output unit
+		random("v.class_embd", nil, d),
+		random("v.position_embd.weight", nil, d, positions),
 		ones("v.pre_ln.weight", d),
 		zeros("v.pre_ln.bias", d),
 	}
 	for b := range o.Blocks {
 		pre := fmt.Sprintf("v.blk.%d.", b)
 		tensors = append(tensors,
-			random(pre+"attn_q.weight", d, d), zeros(pre+"attn_q.bias", d),
-			random(pre+"attn_k.weight", d, d), zeros(pre+"attn_k.bias", d),
-			random(pre+"attn_v.weight", d, d), zeros(pre+"attn_v.bias", d),
-			random(pre+"attn_out.weight", d, d), zeros(pre+"attn_out.bias", d),
+			random(pre+"attn_q.weight", nil, d, d), zeros(pre+"attn_q.bias", d),
+			random(pre+"attn_k.weight", nil, d, d), zeros(pre+"attn_k.bias", d),
+			random(pre+"attn_v.weight", nil, d, d), zeros(pre+"attn_v.bias", d),
+			random(pre+"attn_out.weight", nil, d, d), zeros(pre+"attn_out.bias", d),
 			ones(pre+"ln1.weight", d), zeros(pre+"ln1.bias", d),
 			ones(pre+"ln2.weight", d), zeros(pre+"ln2.bias", d),
-			random(pre+"ffn_up.weight", d, ff), zeros(pre+"ffn_up.bias", ff),
-			random(pre+"ffn_down.weight", ff, d), zeros(pre+"ffn_down.bias", d),
+			random(pre+"ffn_up.weight", nil, d, ff), zeros(pre+"ffn_up.bias", ff),
+			random(pre+"ffn_down.weight", nil, ff, d), zeros(pre+"ffn_down.bias", d),
 		)
 	}
 	// LLaVA-1.5's projector: Linear(d → text), GELU, Linear(text → text). The text model ignores what it gets
 	// (its attention output is zero), so only the shape matters; mtmd checks that the output size is n_embd.
 	tensors = append(tensors,
-		random("mm.0.weight", d, text), zeros("mm.0.bias", text),
-		random("mm.2.weight", text, text), zeros("mm.2.bias", text),
+		random("mm.0.weight", nil, d, text), zeros("mm.0.bias", text),
+		random("mm.2.weight", imageRows, text, text), zeros("mm.2.bias", text),
 	)
 	return kv, tensors, nil
 }

@@ -81,12 +81,17 @@ type server struct {
 	log *lockedBuffer
 }
 
-// startServer runs llama-server on the test models with one slot and returns once /health answers 200.
-func startServer(t *testing.T) *server {
+// startServer runs llama-server on the chat model and a projector built with opt, with one slot, and returns
+// once /health answers 200.
+func startServer(t *testing.T, opt ProjectorOptions) *server {
 	t.Helper()
 	bin := findServer(t)
-	chat, proj, err := Files(t.TempDir())
-	if err != nil {
+	dir := t.TempDir()
+	chat, proj := filepath.Join(dir, ChatFileName), filepath.Join(dir, ProjectorFileName)
+	if err := WriteChatFile(chat); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteProjectorFile(proj, opt); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -378,7 +383,7 @@ func TestServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts llama-server")
 	}
-	s := startServer(t)
+	s := startServer(t, ProjectorOptions{})
 
 	t.Run("props", func(t *testing.T) {
 		var props struct {
@@ -523,23 +528,46 @@ func TestServer(t *testing.T) {
 		wantCall(t, r, "list_dir", `{"path":"."}`)
 	})
 
-	t.Run("image", func(t *testing.T) {
-		text := map[string]any{"type": "text", "text": "What is in this image?"}
-		img := map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngDataURI(t)}}
-		without := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
-			"content": []any{text}}}, "max_tokens": 16})
-		with := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
-			"content": []any{text, img}}}, "max_tokens": 16})
-		wantAnswer(t, with, "Hi!")
-		tokens, err := ProjectorOptions{}.ImageTokens()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := with.prompt - without.prompt; got != tokens {
-			t.Errorf("the image added %d prompt tokens (%d vs %d), want %d", got, with.prompt, without.prompt, tokens)
-		}
-	})
+	t.Run("image", func(t *testing.T) { checkImage(t, s, ProjectorOptions{}) })
 
+	if t.Failed() {
+		t.Logf("llama-server log:\n%s", s.log)
+	}
+}
+
+// checkImage sends the same question with and without a 16×16 PNG and checks the answer and the image's token
+// count.
+func checkImage(t *testing.T, s *server, opt ProjectorOptions) {
+	t.Helper()
+	text := map[string]any{"type": "text", "text": "What is in this image?"}
+	img := map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngDataURI(t)}}
+	without := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
+		"content": []any{text}}}, "max_tokens": 16})
+	with := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
+		"content": []any{text, img}}}, "max_tokens": 16})
+	wantAnswer(t, without, "Hi!")
+	wantAnswer(t, with, "Hi!")
+	tokens, err := opt.ImageTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := with.prompt - without.prompt; got != tokens {
+		t.Errorf("the image added %d prompt tokens (%d vs %d), want %d", got, with.prompt, without.prompt, tokens)
+	}
+}
+
+// TestServerScaledProjector checks that a projector scaled up through ProjectorOptions still loads and encodes,
+// and that the image costs (ImageSize/PatchSize)² tokens, and that a tool call still works beside it.
+func TestServerScaledProjector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts llama-server")
+	}
+	opt := ProjectorOptions{ImageSize: 64, PatchSize: 8, EmbeddingLength: 64, Blocks: 3, Heads: 8}
+	s := startServer(t, opt)
+	checkImage(t, s, opt)
+	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool},
+		"max_tokens": 64})
+	wantCall(t, r, "list_dir", `{"path":"."}`)
 	if t.Failed() {
 		t.Logf("llama-server log:\n%s", s.log)
 	}

@@ -18,7 +18,7 @@ import (
 // Pinned digests: any change to the models' bytes must be deliberate (and re-checked against llama-server).
 const (
 	chatSHA256      = "405e30d1cc469983fda66e8ab444a00b0d7744f23f24c117798f076148230651"
-	projectorSHA256 = "bb3e985c20e957c6d85a960a6620b7b3cc9df827f9de507fb4c6f335847f8062"
+	projectorSHA256 = "267b9f8e18e11dbe35509b3a66a6d66b35f77d442ba9db759ee26d5c9f597989"
 )
 
 func sha(b []byte) string {
