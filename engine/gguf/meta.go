@@ -79,11 +79,18 @@ func (f *File) Bool(key string) (bool, bool) {
 	return b, ok && isBool
 }
 
-// Array returns an array value.
+// Array returns an array value. A typed slice ([]int32, []string …) in a hand-built File counts as an array, as
+// it does for the writer.
 func (f *File) Array(key string) (Array, bool) {
 	v, ok := f.Get(key)
-	a, isArr := v.(Array)
-	return a, ok && isArr
+	if !ok {
+		return Array{}, false
+	}
+	if a, isArr := v.(Array); isArr {
+		return a, true
+	}
+	a, err := arrayOf(v)
+	return a, err == nil
 }
 
 // Strings returns a string array.
@@ -103,7 +110,7 @@ func (f *File) Ints(key string) ([]int64, bool) {
 	if i, isInt := asInt(v); isInt {
 		return []int64{i}, true
 	}
-	a, isArr := v.(Array)
+	a, isArr := f.Array(key)
 	if !isArr {
 		return nil, false
 	}

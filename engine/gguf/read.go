@@ -128,6 +128,8 @@ type decoder struct {
 	size int64 // -1 when unknown
 	name string
 	buf  [8]byte
+	// scratch holds short strings while they are read, so each costs one allocation (the string itself).
+	scratch []byte
 }
 
 func parse(r io.Reader, size int64, name string) (*File, error) {
@@ -182,18 +184,31 @@ func (d *decoder) fits(n uint64) bool {
 	return d.size < 0 || n <= uint64(d.size-d.pos)
 }
 
-func (d *decoder) str(what string) (string, error) {
+// str reads a length-prefixed string. what names it in errors and is only formatted when one occurs: vocabularies
+// hold hundreds of thousands of strings.
+func (d *decoder) str(what func() string) (string, error) {
 	n, err := d.u64()
 	if err != nil {
 		return "", err
 	}
 	if n > maxStringLen {
-		return "", d.errorf("%s: string length %d exceeds the %d-byte limit", what, n, maxStringLen)
+		return "", d.errorf("%s: string length %d exceeds the %d-byte limit", what(), n, maxStringLen)
 	}
 	if !d.fits(n) {
-		return "", d.errorf("%s: string length %d runs past the end of the file (%d bytes)", what, n, d.size)
+		return "", d.errorf("%s: string length %d runs past the end of the file (%d bytes)", what(), n, d.size)
 	}
-	// Read in chunks so a stream that claims 64 MiB but ends early costs only what it delivered.
+	if n <= 64<<10 {
+		if uint64(cap(d.scratch)) < n {
+			d.scratch = make([]byte, max(n, 256))
+		}
+		b := d.scratch[:n]
+		if _, err := io.ReadFull(d.r, b); err != nil {
+			return "", d.ioErr(err)
+		}
+		d.pos += int64(n)
+		return string(b), nil
+	}
+	// Read long strings in chunks so a stream that claims 64 MiB but ends early costs only what it delivered.
 	var out []byte
 	for rem := int(n); rem > 0; {
 		c := min(rem, 64<<10)
@@ -246,7 +261,7 @@ func (d *decoder) file() (*File, error) {
 	f := &File{Name: d.name, Version: ver, Alignment: DefaultAlignment, index: make(map[string]int, min(nkv, maxPrealloc))}
 	f.KV = make([]KV, 0, min(nkv, maxPrealloc))
 	for i := uint64(0); i < nkv; i++ {
-		key, err := d.str(fmt.Sprintf("key of metadata entry %d", i))
+		key, err := d.str(func() string { return fmt.Sprintf("key of metadata entry %d", i) })
 		if err != nil {
 			return nil, err
 		}
@@ -302,7 +317,7 @@ func (d *decoder) file() (*File, error) {
 }
 
 func (d *decoder) tensor(i uint64) (TensorInfo, error) {
-	name, err := d.str(fmt.Sprintf("name of tensor %d", i))
+	name, err := d.str(func() string { return fmt.Sprintf("name of tensor %d", i) })
 	if err != nil {
 		return TensorInfo{}, err
 	}
@@ -339,7 +354,7 @@ func (d *decoder) tensor(i uint64) (TensorInfo, error) {
 func (d *decoder) value(vt ValueType, key string, depth int) (any, error) {
 	switch vt {
 	case String:
-		return d.str(fmt.Sprintf("value of %q", key))
+		return d.str(func() string { return fmt.Sprintf("value of %q", key) })
 	case ArrayT:
 		return d.array(key, depth)
 	}
@@ -420,11 +435,17 @@ func (d *decoder) array(key string, depth int) (any, error) {
 	if !d.fits(n * minElem) {
 		return nil, d.errorf("metadata %q: %d-element %v array runs past the end of the file (%d bytes)", key, n, vt, d.size)
 	}
+	// With a known size the count was just checked against the bytes that remain, so sizing the slice up front
+	// costs at most a small multiple of the file; a stream only gets a bounded first guess.
+	prealloc := min(n, maxPrealloc)
+	if d.size >= 0 {
+		prealloc = n
+	}
 	switch vt {
 	case String:
-		out := make([]string, 0, min(n, maxPrealloc))
+		out := make([]string, 0, prealloc)
 		for i := uint64(0); i < n; i++ {
-			s, err := d.str(fmt.Sprintf("element %d of %q", i, key))
+			s, err := d.str(func() string { return fmt.Sprintf("element %d of %q", i, key) })
 			if err != nil {
 				return nil, err
 			}
@@ -432,7 +453,7 @@ func (d *decoder) array(key string, depth int) (any, error) {
 		}
 		return Array{Type: String, Values: out}, nil
 	case ArrayT:
-		out := make([]Array, 0, min(n, maxPrealloc))
+		out := make([]Array, 0, prealloc)
 		for i := uint64(0); i < n; i++ {
 			v, err := d.array(key, depth+1)
 			if err != nil {
@@ -481,7 +502,11 @@ func (d *decoder) scalars(vt ValueType, n uint64, key string) (any, error) {
 
 func readN[T any](d *decoder, vt ValueType, n uint64, key string, conv func([]byte) (T, bool)) (Array, error) {
 	sz := vt.size()
-	out := make([]T, 0, min(n, maxPrealloc))
+	c0 := min(n, maxPrealloc)
+	if d.size >= 0 {
+		c0 = n // checked against the remaining bytes by the caller
+	}
+	out := make([]T, 0, c0)
 	chunk := make([]byte, sz*int(min(n, maxPrealloc)))
 	for n > 0 {
 		c := int(min(n, maxPrealloc))
