@@ -473,7 +473,8 @@ func parseXMLFunctions(s string) ([]Call, error) {
 }
 
 func parseXMLParams(body string) (ps []param, n int, note string, err error) {
-	const popen, pclose = "<parameter=", "</parameter>"
+	const popen = "<parameter="
+	closes := qualifyingCloses(body)
 	pos := 0
 	for {
 		pos += len(body[pos:]) - len(strings.TrimLeft(body[pos:], " \t\r\n"))
@@ -488,12 +489,12 @@ func parseXMLParams(body string) (ps []param, n int, note string, err error) {
 			}
 			name := strings.Trim(strings.TrimSpace(r[len(popen):gt]), `"'`)
 			vstart := pos + gt + 1
-			vend, closeLen, missing := paramEnd(body, vstart)
+			vend, closeLen, missing := paramEnd(body, vstart, closes)
 			if vend < 0 {
-				return nil, 0, "", fmt.Errorf("parameter %q: missing %s (truncated?)", name, pclose)
+				return nil, 0, "", fmt.Errorf("parameter %q: missing %s (truncated?)", name, paramClose)
 			}
-			if missing {
-				note = joinNotes(note, "missing </parameter>")
+			if missing && note == "" {
+				note = "missing </parameter>"
 			}
 			ps = append(ps, xmlValue(name, body[vstart:vend]))
 			pos = vend + closeLen
@@ -523,28 +524,43 @@ func parseXMLParams(body string) (ps []param, n int, note string, err error) {
 // paramEnd finds where a value that starts at from ends. Values may span lines and even contain "</parameter>"
 // (llama.cpp#24644: a file's content), so a closing tag counts only when the next thing is another parameter or
 // the end of the function. Without any closing tag the value runs to the next <parameter= or </function>.
-func paramEnd(body string, from int) (end, closeLen int, missing bool) {
-	const pclose = "</parameter>"
-	for j := from; ; {
-		k := strings.Index(body[j:], pclose)
+// closes lists the qualifying closing tags of the whole body, found once so that many parameters stay linear.
+func paramEnd(body string, from int, closes []int) (end, closeLen int, missing bool) {
+	if i := sort.SearchInts(closes, from); i < len(closes) {
+		return closes[i], len(paramClose), false
+	}
+	// Look for </function> only up to the next parameter, so that a long run of unclosed values stays linear.
+	rest := body[from:]
+	next := strings.Index(rest, "<parameter=")
+	if next >= 0 {
+		rest = rest[:next]
+	}
+	if k := strings.Index(rest, tagFuncClose); k >= 0 {
+		return from + k, 0, true
+	}
+	if next >= 0 {
+		return from + next, 0, true
+	}
+	return -1, 0, true
+}
+
+const paramClose = "</parameter>"
+
+func qualifyingCloses(body string) []int {
+	var closes []int
+	for j := 0; ; {
+		k := strings.Index(body[j:], paramClose)
 		if k < 0 {
-			break
+			return closes
 		}
 		j += k
-		after := strings.TrimLeft(body[j+len(pclose):], " \t\r\n")
+		after := strings.TrimLeft(body[j+len(paramClose):], " \t\r\n")
 		if after == "" || strings.HasPrefix(after, "<parameter=") || strings.HasPrefix(after, tagFuncClose) ||
 			strings.HasPrefix(after, tagCallClose) {
-			return j, len(pclose), false
+			closes = append(closes, j)
 		}
-		j += len(pclose)
+		j += len(paramClose)
 	}
-	best := -1
-	for _, t := range []string{"<parameter=", tagFuncClose} {
-		if k := strings.Index(body[from:], t); k >= 0 && (best < 0 || from+k < best) {
-			best = from + k
-		}
-	}
-	return best, 0, true
 }
 
 // eachMember calls fn for each member of a JSON object, in order.

@@ -41,6 +41,14 @@ func FuzzParser(f *testing.F) {
 		if got := run(randomCuts(seed)); !reflect.DeepEqual(got, want) {
 			t.Fatalf("chunked result differs:\n got %+v\nwant %+v", got, want)
 		}
+		// Nothing fed as reasoning is ever an executable call.
+		rp := New(fm)
+		rp.MaxPending = max
+		for _, e := range append(rp.FeedReasoning(in), rp.Close()...) {
+			if e.Kind == KindCall {
+				t.Fatalf("executable call from the reasoning channel: %+v", e.Call)
+			}
+		}
 		// Content never contains a call we returned as a call.
 		for _, c := range want.Calls {
 			if c.Raw != "" && strings.Contains(want.Content, c.Raw) && strings.Contains(c.Raw, "<") {
