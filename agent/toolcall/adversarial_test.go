@@ -15,16 +15,16 @@ func TestAdversarialInputsStayLinear(t *testing.T) {
 	t.Parallel()
 	n := 1 << 19
 	cases := map[string]string{
-		"quotes":    "<tool_call>{'a': " + strings.Repeat("'", n) + "</tool_call>",
-		"squotes2":  "<tool_call>{'name': 'x', 'arguments': {'q': '" + strings.Repeat("a' b", n/4) + "'}}</tool_call>",
-		"params":    "<tool_call><function=f><parameter=a>" + strings.Repeat("</parameter>x", n/13) + "</function></tool_call>",
-		"params2":   "<tool_call><function=f>" + strings.Repeat("<parameter=a>x</parameter>y", n/27) + "</function></tool_call>",
-		"lt":        strings.Repeat("<", n),
-		"ltthink":   "<think>" + strings.Repeat("<tool_cal", n/9),
-		"braces":    strings.Repeat("{", n),
-		"calls":     strings.Repeat("<tool_call>{\"name\":\"a\"}</tool_call>", n/34),
-		"invokes":   "<function_calls>" + strings.Repeat("<invoke name=\"a\"><parameter name=\"b\">", n/40) + "</function_calls>",
-		"semis":     "<tool_call>" + strings.Repeat("{\"name\":\"a\"};", n/14) + "</tool_call>",
+		"quotes":   "<tool_call>{'a': " + strings.Repeat("'", n) + "</tool_call>",
+		"squotes2": "<tool_call>{'name': 'x', 'arguments': {'q': '" + strings.Repeat("a' b", n/4) + "'}}</tool_call>",
+		"params":   "<tool_call><function=f><parameter=a>" + strings.Repeat("</parameter>x", n/13) + "</function></tool_call>",
+		"params2":  "<tool_call><function=f>" + strings.Repeat("<parameter=a>x</parameter>y", n/27) + "</function></tool_call>",
+		"lt":       strings.Repeat("<", n),
+		"ltthink":  "<think>" + strings.Repeat("<tool_cal", n/9),
+		"braces":   strings.Repeat("{", n),
+		"calls":    strings.Repeat("<tool_call>{\"name\":\"a\"}</tool_call>", n/34),
+		"invokes":  "<function_calls>" + strings.Repeat("<invoke name=\"a\"><parameter name=\"b\">", n/40) + "</function_calls>",
+		"semis":    "<tool_call>" + strings.Repeat("{\"name\":\"a\"};", n/14) + "</tool_call>",
 	}
 	for name, in := range cases {
 		for _, cutName := range []string{"whole", "chunk7"} {
