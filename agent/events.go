@@ -23,6 +23,9 @@ type Message struct {
 	Timings      *engine.Timings `json:"timings,omitempty"`
 	// TTFT is the time from sending the request to the first streamed token of this assistant turn.
 	TTFT time.Duration `json:"ttft,omitempty"`
+	// Raw is the assistant's text exactly as streamed, call markup included. Raw mode sends it back as is, so
+	// the next prompt extends the cached one token for token, and a malformed call stays visible to the model.
+	Raw string `json:"raw,omitempty"`
 }
 
 // Call is a tool call the model made.

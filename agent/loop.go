@@ -160,7 +160,7 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 
 	asst := Message{Role: "assistant"}
 	parser := toolcall.New(a.cfg.Format)
-	var content, reasoning strings.Builder
+	var content, reasoning, raw strings.Builder
 	var perr []string
 	native := map[int]*Call{}
 	handle := func(evs []toolcall.Event) {
@@ -210,6 +210,7 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 				handle(parser.FeedReasoning(d.ReasoningContent))
 			}
 			if d.Content != "" {
+				raw.WriteString(d.Content)
 				handle(parser.Feed(d.Content))
 			}
 			for _, tc := range d.ToolCalls {
@@ -235,6 +236,7 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 	}
 	handle(parser.Close())
 	asst.Content, asst.Reasoning = strings.TrimSpace(content.String()), strings.TrimSpace(reasoning.String())
+	asst.Raw = raw.String()
 	// Native calls come first: the server saw them in order before any text-parsed leftovers.
 	idxs := make([]int, 0, len(native))
 	for i := range native {

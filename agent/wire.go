@@ -85,6 +85,10 @@ func (a *Agent) rawSystem(specs []tools.Spec) string {
 
 func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
 	out := openai.ChatCompletionMessage{Role: "assistant", Content: m.Content, ReasoningContent: m.Reasoning}
+	if raw && m.Raw != "" {
+		out.Content = m.Raw
+		return out
+	}
 	if raw {
 		var b strings.Builder
 		b.WriteString(m.Content)
@@ -96,6 +100,14 @@ func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
 		}
 		out.Content = b.String()
 		return out
+	}
+	if out.Content == "" && len(m.ToolCalls) == 0 {
+		// Servers reject an assistant turn with neither content nor calls; this one held only unusable call
+		// text, which the model should see to correct it.
+		out.Content = m.Raw
+		if out.Content == "" {
+			out.Content = "(no answer)"
+		}
 	}
 	for _, c := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, openai.ToolCall{ID: c.ID, Type: openai.ToolTypeFunction,
