@@ -272,6 +272,7 @@ func TestPanicRecovered(t *testing.T) {
 	r := NewRegistry(WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	_ = r.Register(New("boom", "d", func(context.Context, struct{}) (string, error) {
 		var m map[string]int
+		//lint:ignore SA5000 the test needs a real runtime panic, not a panic call
 		m["x"] = 1
 		return "", nil
 	}))
