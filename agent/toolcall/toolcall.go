@@ -93,7 +93,7 @@ const DefaultMaxPending = 1 << 20
 
 // Call is one tool call found in text.
 type Call struct {
-	ID        string          // parser-assigned, "call_N", unique within one Parser
+	ID        string          // parser-assigned, "call_N", unique within one message
 	Name      string          //
 	Arguments json.RawMessage // always a JSON object; numbers keep the digits the model wrote
 	Raw       string          // the text the call was read from
