@@ -243,3 +243,33 @@ func TestTwoProcessesWriteAtOnce(t *testing.T) {
 	checkSteps(t, path, "shared", "procA", steps)
 	checkSteps(t, path, "shared", "procB", steps)
 }
+
+// TestCrashWhileCreatingTheSchema kills writers during Open of a fresh file, inside the migrations.
+func TestCrashWhileCreatingTheSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	latest := 0
+	if migs, err := loadMigrations(); err == nil {
+		latest = migs[len(migs)-1].version
+	}
+	for i := 0; i < 6; i++ {
+		path := filepath.Join(t.TempDir(), "fresh.db")
+		p := startHelper(t, envHelperDB+"="+path, envHelperTag+"=x")
+		time.Sleep(time.Duration(i*4) * time.Millisecond)
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+		p.lastCommitted()
+		s, err := Open(context.Background(), path)
+		if err != nil {
+			t.Fatalf("open after a kill at %d ms: %v", i*4, err)
+		}
+		var integrity string
+		s.db.QueryRow(`PRAGMA integrity_check`).Scan(&integrity)
+		v, _ := s.schemaVersion(context.Background())
+		s.Close()
+		if integrity != "ok" || v != latest {
+			t.Fatalf("after a kill at %d ms: integrity %q, version %d", i*4, integrity, v)
+		}
+	}
+}
