@@ -19,6 +19,7 @@ var readFileDescription string
 const (
 	readFileMaxOutput  = 48 << 10 // stays under the Registry's default cap so the page note survives
 	readFileMaxLineLen = 2000
+	readFileMaxScan    = 64 << 20 // past the requested page, stop counting lines after this many bytes
 	sniffLen           = 8 << 10
 )
 
@@ -69,24 +70,30 @@ func readFile(ctx context.Context, root string, in readFileIn) (Result, error) {
 
 	var b strings.Builder
 	line, last, stoppedAt := 0, 0, 0
+	var scanned int64
+	partial := false // whether the file was too big to count all its lines
 	for {
-		text, err := br.ReadString('\n')
-		if text == "" && err != nil {
+		text, n, cut, err := readLine(br, readFileMaxLineLen)
+		if n == 0 && err != nil {
 			if !errors.Is(err, io.EOF) {
 				return Result{}, fmt.Errorf("read %s: %w", in.Path, err)
 			}
 			break
 		}
 		line++
+		scanned += int64(n)
 		if line%4096 == 0 && ctx.Err() != nil {
 			return Result{}, ctx.Err()
+		}
+		if line >= offset+limit && scanned > readFileMaxScan {
+			partial = true
+			break
 		}
 		if line < offset || line >= offset+limit || stoppedAt > 0 {
 			continue // keep counting so the model learns the file's length
 		}
-		text = strings.TrimRight(text, "\r\n")
-		if len(text) > readFileMaxLineLen {
-			text = truncateRunes(text, readFileMaxLineLen) + " …[line cut]"
+		if cut {
+			text += " …[line cut]"
 		}
 		if b.Len()+len(text) > readFileMaxOutput {
 			stoppedAt = line
@@ -102,15 +109,50 @@ func readFile(ctx context.Context, root string, in readFileIn) (Result, error) {
 	case offset > line:
 		return Result{}, fmt.Errorf("offset %d is past the end of %s, which has %d lines", offset, in.Path, line)
 	default:
-		res.Text = fmt.Sprintf("%s: lines %d-%d of %d\n%s", in.Path, offset, last, line, b.String())
+		total := fmt.Sprint(line)
+		if partial {
+			total = fmt.Sprintf("more than %d", line)
+		}
+		res.Text = fmt.Sprintf("%s: lines %d-%d of %s\n%s", in.Path, offset, last, total, b.String())
 		if stoppedAt > 0 {
 			res.Truncated = true
 			res.Text += fmt.Sprintf("[output truncated at line %d: %d-byte page limit; continue with offset=%d]\n", stoppedAt, readFileMaxOutput, stoppedAt)
+		} else if partial {
+			res.Text += fmt.Sprintf("[more lines follow; continue with offset=%d]\n", last+1)
 		} else if last < line {
 			res.Text += fmt.Sprintf("[%d more lines; continue with offset=%d]\n", line-last, last+1)
 		}
 	}
 	return res, nil
+}
+
+// readLine returns the next line without its line ending, keeping at most max bytes of it so that a
+// minified file with one 100 MB line cannot fill memory; n is the full length consumed, ending included, and
+// cut says whether text lost part of the line.
+func readLine(br *bufio.Reader, max int) (text string, n int, cut bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		n += len(chunk)
+		if room := max - len(buf); room > 0 {
+			buf = append(buf, chunk[:min(room, len(chunk))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		ending := 0
+		if strings.HasSuffix(string(chunk), "\n") {
+			ending = 1
+			if strings.HasSuffix(string(chunk), "\r\n") {
+				ending = 2
+			}
+		}
+		s := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
+		if n-ending > len(s) {
+			s, cut = dropPartialRune(s), true
+		}
+		return s, n, cut, err
+	}
 }
 
 // isBinary uses the heuristic git and grep use: a NUL byte early on, or bytes that are not UTF-8.

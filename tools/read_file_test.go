@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,4 +72,24 @@ func TestReadFileRefusesBinary(t *testing.T) {
 	mustFail(t, call(t, r, ReadFileName, map[string]any{"path": "pic.png"}), "binary", "image/png", "view_image")
 	mustFail(t, call(t, r, ReadFileName, map[string]any{"path": "blob.bin"}), "binary")
 	mustOK(t, call(t, r, ReadFileName, map[string]any{"path": "utf8.txt"}))
+}
+
+func TestReadLineCutsLongLines(t *testing.T) {
+	t.Parallel()
+	in := strings.Repeat("a", 10) + "\r\n" + strings.Repeat("b", 11) + "\n" + strings.Repeat("é", 6) + "\n" + "tail"
+	br := bufio.NewReaderSize(strings.NewReader(in), 16) // smaller than a line, to cross buffer refills
+	want := []struct {
+		text string
+		n    int
+		cut  bool
+	}{{"aaaaaaaaaa", 12, false}, {"bbbbbbbbbb", 12, true}, {"ééééé", 13, true}, {"tail", 4, false}}
+	for _, w := range want {
+		text, n, cut, _ := readLine(br, 10)
+		if text != w.text || n != w.n || cut != w.cut {
+			t.Errorf("readLine = %q,%d,%v want %q,%d,%v", text, n, cut, w.text, w.n, w.cut)
+		}
+	}
+	if _, n, _, err := readLine(br, 10); n != 0 || err == nil {
+		t.Errorf("after the end: n=%d err=%v", n, err)
+	}
 }

@@ -149,9 +149,12 @@ func TestCallToleratesStringWrappedAndEmptyArgs(t *testing.T) {
 	if err := r.Register(New("ping", "d", func(_ context.Context, in noArgs) (string, error) { return "pong", nil })); err != nil {
 		t.Fatal(err)
 	}
-	res := r.Call(context.Background(), "greet", json.RawMessage(`"{\"name\":\"Bo\"}"`))
-	if res.IsError || !strings.Contains(res.Text, "Hi Bo") {
-		t.Errorf("string-wrapped: %+v", res)
+	once, _ := json.Marshal(`{"name":"Bo"}`)
+	twice, _ := json.Marshal(string(once))
+	for _, a := range []json.RawMessage{once, twice} {
+		if res := r.Call(context.Background(), "greet", a); res.IsError || !strings.Contains(res.Text, "Hi Bo") {
+			t.Errorf("string-wrapped %s: %+v", a, res)
+		}
 	}
 	for _, a := range []string{``, `null`, `""`, ` {} `, `"null"`} {
 		if res := r.Call(context.Background(), "ping", json.RawMessage(a)); res.IsError || res.Text != "pong" {

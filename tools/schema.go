@@ -102,10 +102,8 @@ func (v *validator) decode(args json.RawMessage) (map[string]any, string) {
 		if err := json.Unmarshal(trimmed, &inner); err != nil {
 			return nil, fmt.Sprintf("Invalid arguments for tool %q: not valid JSON (%v).", v.tool, err)
 		}
-		if strings.TrimSpace(inner) == "" {
-			return v.decode(nil)
-		}
-		trimmed = bytes.TrimSpace([]byte(inner))
+		// Recursing unwraps any depth of encoding; each layer is shorter, so it ends.
+		return v.decode(json.RawMessage(inner))
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(trimmed, &obj); err != nil {
