@@ -161,7 +161,7 @@ func TestCallToleratesStringWrappedAndEmptyArgs(t *testing.T) {
 			t.Errorf("ping(%q) = %+v", a, res)
 		}
 	}
-	res = r.Call(context.Background(), "greet", json.RawMessage(`null`))
+	res := r.Call(context.Background(), "greet", json.RawMessage(`null`))
 	if !res.IsError || !strings.Contains(res.Text, `"name" is required`) {
 		t.Errorf("greet(null) = %+v", res)
 	}
