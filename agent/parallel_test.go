@@ -1,0 +1,175 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/tools"
+)
+
+// replayServer is a FAKE model server, named so: it replays llama-server's streaming wire format for a turn with
+// two tool calls, which the tiny generated model cannot produce (it makes one call per turn). Everything else
+// about the loop is tested against the real llama-server.
+type replayServer struct {
+	mu       sync.Mutex
+	requests []map[string]json.RawMessage
+}
+
+func (r *replayServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(body, &m)
+	r.mu.Lock()
+	r.requests = append(r.requests, m)
+	n := len(r.requests)
+	r.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(delta, finish string) {
+		fmt.Fprintf(w, `data: {"choices":[{"finish_reason":%s,"index":0,"delta":%s}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`+"\n\n", finish, delta)
+	}
+	if n == 1 {
+		chunk(`{"role":"assistant","content":null}`, "null")
+		// Two calls, arguments split across chunks as llama-server streams them.
+		chunk(`{"tool_calls":[{"index":0,"id":"A","type":"function","function":{"name":"slow_a","arguments":"{\"pa"}}]}`, "null")
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"th\":\"x\"}"}}]}`, "null")
+		chunk(`{"tool_calls":[{"index":1,"id":"B","type":"function","function":{"name":"slow_b","arguments":"{\"path\":\"y\"}"}}]}`, "null")
+		chunk(`{}`, `"tool_calls"`)
+	} else {
+		chunk(`{"content":"Both done."}`, "null")
+		chunk(`{}`, `"stop"`)
+	}
+	fmt.Fprint(w, `data: {"choices":[],"timings":{"prompt_n":5,"cache_n":0,"predicted_n":3,"predicted_per_second":100}}`+"\n\ndata: [DONE]\n\n")
+}
+
+func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
+	for _, parallel := range []bool{true, false} {
+		t.Run(fmt.Sprintf("parallel=%v", parallel), func(t *testing.T) {
+			fake := &replayServer{}
+			hs := httptest.NewServer(fake)
+			defer hs.Close()
+			var mu sync.Mutex
+			running, maxRunning := 0, 0
+			var order []string
+			mk := func(name string) tools.Tool {
+				opts := []tools.Option{}
+				if parallel {
+					opts = append(opts, tools.Parallel())
+				}
+				return tools.New(name, "slow", func(ctx context.Context, in shotIn) (string, error) {
+					mu.Lock()
+					running++
+					maxRunning = max(maxRunning, running)
+					mu.Unlock()
+					time.Sleep(150 * time.Millisecond)
+					mu.Lock()
+					running--
+					order = append(order, name)
+					mu.Unlock()
+					return name + " saw " + in.Path, nil
+				}, opts...)
+			}
+			reg := tools.NewRegistry()
+			register(t, reg, mk("slow_a"))
+			register(t, reg, mk("slow_b"))
+			a, err := agent.New(agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg, ParallelToolCalls: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec recorder
+			f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "go"}, rec.emit)
+			if f.Err != nil || f.Final.Content != "Both done." {
+				t.Fatalf("finished %+v", f)
+			}
+			want := 1
+			if parallel {
+				want = 2
+			}
+			if maxRunning != want {
+				t.Fatalf("at most %d calls ran at once, want %d", maxRunning, want)
+			}
+			if !parallel && strings.Join(order, ",") != "slow_a,slow_b" {
+				t.Fatalf("sequential order %v", order)
+			}
+			// The second request answers both calls in call order, each with its id.
+			var msgs []struct {
+				Role       string `json:"role"`
+				ToolCallID string `json:"tool_call_id"`
+				Content    string `json:"content"`
+			}
+			if err := json.Unmarshal(fake.requests[1]["messages"], &msgs); err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != 4 || msgs[2].ToolCallID != "A" || msgs[3].ToolCallID != "B" ||
+				msgs[2].Content != "slow_a saw x" || msgs[3].Content != "slow_b saw y" {
+				t.Fatalf("second request messages %+v", msgs)
+			}
+			if string(fake.requests[0]["parallel_tool_calls"]) != "true" {
+				t.Fatalf("parallel_tool_calls not sent: %s", fake.requests[0]["parallel_tool_calls"])
+			}
+		})
+	}
+}
+
+// BenchmarkLoopOverhead measures what the loop itself costs per step (request building, streaming decode, parsing,
+// dispatch, events), against a baseline that sends the same two requests raw over HTTP, reads the replies and
+// calls the tool function directly, in the same run. The model is the replay server, so neither side waits on
+// generation.
+func BenchmarkLoopOverhead(b *testing.B) {
+	fake := &replayServer{}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	fn := func(ctx context.Context, in shotIn) (string, error) { return "ok " + in.Path, nil }
+	reg := tools.NewRegistry()
+	for _, n := range []string{"slow_a", "slow_b"} {
+		if err := reg.Register(tools.New(n, "t", fn, tools.Parallel())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	a, _ := agent.New(agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg})
+	body := `{"messages":[{"role":"user","content":"go"}],"stream":true}`
+	raw := func() {
+		for i := 0; i < 2; i++ {
+			resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		_, _ = fn(context.Background(), shotIn{Path: "x"})
+		_, _ = fn(context.Background(), shotIn{Path: "y"})
+	}
+	var loopNS, rawNS time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fake.mu.Lock()
+		fake.requests = nil
+		fake.mu.Unlock()
+		t0 := time.Now()
+		f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "go"}, func(agent.Event) {})
+		t1 := time.Now()
+		if f.Err != nil {
+			b.Fatal(f.Err)
+		}
+		fake.mu.Lock()
+		fake.requests = nil
+		fake.mu.Unlock()
+		raw()
+		loopNS += t1.Sub(t0)
+		rawNS += time.Since(t1)
+	}
+	b.ReportMetric(float64((loopNS-rawNS).Microseconds())/float64(2*b.N), "overhead-us/step")
+	b.ReportMetric(float64(loopNS.Microseconds())/float64(2*b.N), "loop-us/step")
+	b.ReportMetric(float64(rawNS.Microseconds())/float64(2*b.N), "raw-us/step")
+}
