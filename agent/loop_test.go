@@ -39,7 +39,7 @@ func tiny(t *testing.T) *llamacpp.Server {
 // keepAlive lets the shared server outlive the test that started it; TestMain stops it.
 type keepAlive struct{ *testing.T }
 
-func (k *keepAlive) Cleanup(func())    {}
+func (k *keepAlive) Cleanup(func())  {}
 func (k *keepAlive) TempDir() string { d, _ := os.MkdirTemp("", "visor-agent-test-"); return d }
 
 func TestMain(m *testing.M) {
