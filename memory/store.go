@@ -69,6 +69,13 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("memory: open %s: create directory: %w", abs, err)
 	}
+	// Conversations are private: create the file owner-only before SQLite does (it would use 0644). SQLite
+	// gives the -wal and -shm files the permissions of the database file.
+	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

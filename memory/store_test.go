@@ -574,6 +574,18 @@ func TestSearchRankingAndFilters(t *testing.T) {
 		t.Errorf("limit: %d", n)
 	}
 
+	// A failed run whose error is also its tool message: one hit, not two.
+	err = s.AppendStep(ctx, a.ID, Step{
+		Messages: []Message{{Role: "tool", ToolCallID: "c3", Content: "permission denied: /etc/shadow"}},
+		ToolRuns: []ToolRun{{CallID: "c3", Name: "read_file", Result: "permission denied: /etc/shadow", Error: "permission denied: /etc/shadow"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits, _ := s.Search(ctx, Query{Text: "shadow"}); len(hits) != 1 {
+		t.Errorf("shadow: %d hits, want 1: %+v", len(hits), hits)
+	}
+
 	// Tool output: the duplicate of the tool message is not indexed twice; the error-only run is.
 	hits, _ = s.Search(ctx, Query{Text: "fooBar"})
 	if len(hits) != 1 || hits[0].MessageID == 0 {
@@ -632,6 +644,10 @@ func TestOpenCreatesDirAndOddPath(t *testing.T) {
 	defer s.Close()
 	if _, err := os.Stat(filepath.Join(dir, "v.db")); err != nil {
 		t.Fatalf("database not at the path given: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "v.db"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("database file mode = %v (%v), want 0600: conversations are private", st.Mode().Perm(), err)
 	}
 	var mode string
 	var fk int

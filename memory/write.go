@@ -316,18 +316,23 @@ func insertToolRun(ctx context.Context, tx *sql.Tx, sessionID string, turnID sql
 	if err != nil {
 		return err
 	}
-	// The usual tool result is also a tool message in the same step; indexing it twice would show every hit
-	// twice. Index the run only when it says something the messages do not.
-	text := run.Result
+	// The usual tool result (or error) is also the tool message of the same step; indexing it twice would
+	// show every hit twice. Index only what the messages do not already say.
+	var said string
 	for _, m := range msgs {
-		if m.Role == "tool" && m.ToolCallID == run.CallID && m.Content == run.Result {
-			text = ""
+		if m.Role == "tool" && m.ToolCallID == run.CallID {
+			said = m.Content
 			break
 		}
 	}
-	if run.Error != "" {
-		text = strings.TrimSpace(text + "\n" + run.Error)
+	var parts []string
+	if run.Result != "" && run.Result != said {
+		parts = append(parts, run.Result)
 	}
+	if run.Error != "" && run.Error != said && run.Error != run.Result {
+		parts = append(parts, run.Error)
+	}
+	text := strings.Join(parts, "\n")
 	if text == "" {
 		return nil
 	}
