@@ -650,11 +650,13 @@ func TestOpenCreatesDirAndOddPath(t *testing.T) {
 		t.Errorf("database file mode = %v (%v), want 0600: conversations are private", st.Mode().Perm(), err)
 	}
 	var mode string
-	var fk int
+	var fk, sync, busy int
 	s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
 	s.db.QueryRow(`PRAGMA foreign_keys`).Scan(&fk)
-	if mode != "wal" || fk != 1 {
-		t.Errorf("journal_mode=%s foreign_keys=%d", mode, fk)
+	s.db.QueryRow(`PRAGMA synchronous`).Scan(&sync)
+	s.db.QueryRow(`PRAGMA busy_timeout`).Scan(&busy)
+	if mode != "wal" || fk != 1 || sync != 2 || busy != 10000 {
+		t.Errorf("journal_mode=%s foreign_keys=%d synchronous=%d busy_timeout=%d, want wal 1 2(FULL) 10000", mode, fk, sync, busy)
 	}
 }
 
@@ -840,5 +842,61 @@ func TestConcurrentAppendsInOneProcess(t *testing.T) {
 	msgs, _ := s.Messages(ctx, sess.ID)
 	if len(msgs) != writers*steps {
 		t.Errorf("%d messages, want %d", len(msgs), writers*steps)
+	}
+}
+
+func TestListAndUpdateSessions(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	old := newSession(t, s, Session{Title: "old", Agent: "coder", CreatedAt: time.Now().Add(-48 * time.Hour)})
+	mid := newSession(t, s, Session{Title: "mid", Agent: "writer", CreatedAt: time.Now().Add(-time.Hour)})
+	appendText(t, s, old.ID, Message{Role: "user", Content: "x"}) // now the most recent
+	time.Sleep(5 * time.Millisecond)                              // times are milliseconds; no ties
+	fork, err := s.Fork(ctx, old.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(f SessionFilter) string {
+		t.Helper()
+		list, err := s.ListSessions(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range list {
+			out = append(out, x.Title+"/"+x.LinkKind)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := ids(SessionFilter{}); got != "old/fork,old/,mid/" {
+		t.Errorf("all = %s", got)
+	}
+	if got := ids(SessionFilter{Agent: "writer"}); got != "mid/" {
+		t.Errorf("agent = %s", got)
+	}
+	if got := ids(SessionFilter{ParentID: old.ID}); got != "old/fork" {
+		t.Errorf("children = %s", got)
+	}
+	if got := ids(SessionFilter{Since: time.Now().Add(-time.Minute)}); got != "old/fork,old/" {
+		t.Errorf("since = %s", got)
+	}
+	if got := ids(SessionFilter{Limit: 1}); got != "old/fork" {
+		t.Errorf("limit = %s", got)
+	}
+	if err := s.UpdateSession(ctx, Session{ID: mid.ID, Title: "renamed", Agent: "writer", Model: "m2", EngineProfile: "vision"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Session(ctx, mid.ID)
+	if got.Title != "renamed" || got.Model != "m2" || got.EngineProfile != "vision" || !got.UpdatedAt.After(mid.UpdatedAt) {
+		t.Errorf("updated = %+v", got)
+	}
+	if err := s.UpdateSession(ctx, Session{ID: "missing"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("update missing: %v", err)
+	}
+	if _, err := s.CreateSession(ctx, Session{ID: fork.ID}); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if _, err := s.CreateSession(ctx, Session{ParentID: old.ID}); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("create with parent: %v", err)
 	}
 }
