@@ -380,6 +380,34 @@ func TestHoldsBackOnlyPartialTags(t *testing.T) {
 	}
 }
 
+// A message that starts like JSON is held (it may be a bare call) only until it is clearly prose.
+func TestJSONLikeProseStreams(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ first, rest string }{
+		{"`go test` r", "uns the tests."},
+		{"[1] F", "irst point."},
+		{"{\"a\": \"}\"} is an o", "bject."},
+	} {
+		p := New(Auto)
+		r := Collect(p.Feed(tc.first))
+		if r.Content != strings.TrimSpace(tc.first) {
+			t.Errorf("Feed(%q) content = %q, want it streamed at once", tc.first, r.Content)
+		}
+		if r := Collect(append(p.Feed(tc.rest), p.Close()...)); r.Content != tc.rest {
+			t.Errorf("rest = %q, want %q", r.Content, tc.rest)
+		}
+	}
+	// Still a call when the whole message is JSON calls, in a fence or in a row.
+	for _, in := range []string{
+		"```json\n{\"name\": \"f\", \"arguments\": {\"s\": \"}\"}}\n```",
+		"{\"name\": \"f\", \"arguments\": {}}\n{\"name\": \"g\", \"arguments\": {}}",
+	} {
+		if r := Parse(in, Auto); len(r.Calls) == 0 || r.Content != "" {
+			t.Errorf("Parse(%q) = %+v, want calls only", in, r)
+		}
+	}
+}
+
 func TestCallEmittedWhenComplete(t *testing.T) {
 	t.Parallel()
 	p := New(Hermes)

@@ -52,6 +52,7 @@ type stream struct {
 	hold          hold
 	held          []byte
 	callIDs       []string // calls emitted from this stream's text mode, for a late </think>
+	js            jsonScan // holdJSON: how far the held text is known to be JSON
 }
 
 func (s *stream) consume(n int) {
@@ -205,7 +206,7 @@ func (p *Parser) text(s *stream, b []byte) {
 				return
 			}
 			if s.hold == holdLead && (b[0] == '{' || b[0] == '[' || b[0] == '`') {
-				s.hold = holdJSON
+				s.hold, s.js = holdJSON, jsonScan{}
 				continue
 			}
 			// Whitespace before prose is part of it.
@@ -218,9 +219,61 @@ func (p *Parser) text(s *stream, b []byte) {
 				return
 			}
 			s.held = append(s.held, b...)
+			if notJSONMessage(s) {
+				// "[1] First point", "`code` is…": prose after all. Stream it instead of holding it to the end.
+				p.emit(KindContent, string(s.held))
+				s.held, s.hold = s.held[:0], holdNone
+			}
 			return
 		}
 	}
+}
+
+// jsonScan follows held text incrementally (so byte-at-a-time feeding stays linear) to see whether it is still
+// nothing but JSON values.
+type jsonScan struct {
+	pos   int
+	depth int
+	str   bool
+	esc   bool
+	done  bool // a top-level value has closed
+}
+
+// notJSONMessage reports whether the held text can no longer be a message made only of JSON calls: a complete
+// value followed by other text, or a backtick that does not open a code fence.
+func notJSONMessage(s *stream) bool {
+	h, j := s.held, &s.js
+	if h[0] == '`' {
+		return len(h) >= 3 && string(h[:3]) != "```"
+	}
+	for ; j.pos < len(h); j.pos++ {
+		c := h[j.pos]
+		if j.done {
+			switch c {
+			case ' ', '\t', '\r', '\n', ';', ',':
+				continue
+			case '{', '[':
+				j.done, j.depth = false, 0 // another value: several calls in a row
+			default:
+				return true
+			}
+		}
+		switch {
+		case j.esc:
+			j.esc = false
+		case j.str:
+			j.esc = c == '\\'
+			j.str = c != '"'
+		case c == '"':
+			j.str = true
+		case c == '{' || c == '[':
+			j.depth++
+		case c == '}' || c == ']':
+			j.depth--
+			j.done = j.depth <= 0
+		}
+	}
+	return false
 }
 
 func isSep(c byte, afterCall bool) bool {
