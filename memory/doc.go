@@ -20,9 +20,17 @@
 // a turn a dead process left open is closed as interrupted, and its last message marked, at the next
 // BeginTurn of that session.
 //
+// Turn recovery assumes one writer per session at a time (the normal case: one agent loop owns a
+// conversation); two processes may still write different sessions, or even the same one, without loss.
+//
 // Forks and continuations (context compaction) read their parent's messages in place; nothing is copied.
+// Compaction is split: the caller asks the model for a summary, then CreateLinkedSession stores a session
+// that shows the summary, then the kept tail of the parent, then its own messages; the parent stays whole.
 // Images are content-addressed blobs shared by every message that carries them, and deleted with the last
 // one. DeleteSession refuses to delete a session others inherit from unless asked to cascade.
+//
+// Reads (Messages, ToolRuns, Export) see one snapshot and never take the write lock, so `visor sessions`
+// does not stall a running agent.
 //
 // Search is FTS5 (porter stemming, bm25) over message content, reasoning and tool output; tool output is
 // indexed up to MaxIndexedToolText bytes and stored whole.
