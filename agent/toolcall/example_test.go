@@ -1,0 +1,45 @@
+package toolcall_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/visorhq/visor/agent/toolcall"
+)
+
+func ExampleParse() {
+	r := toolcall.Parse("<think>\nNeed the file.\n</think>\nReading it.\n<tool_call>\n<function=read>\n<parameter=path>\nREADME.md\n</parameter>\n</function>\n</tool_call>", toolcall.QwenXML)
+	fmt.Printf("reasoning %q\ncontent %q\n", r.Reasoning, r.Content)
+	for _, c := range r.Calls {
+		fmt.Println(c.ID, c.Name, string(c.Arguments))
+	}
+	// Output:
+	// reasoning "Need the file."
+	// content "Reading it."
+	// call_1 read {"path":"README.md"}
+}
+
+func ExampleRunParseCommand() {
+	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	in := "<tool_call>\n{'name': 'get_weather', 'arguments': {'town': 'Paris'}}\n</tool_call>"
+	if err := toolcall.RunParseCommand(strings.NewReader(in), os.Stdout, "hermes", []byte(tools)); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// {
+	//   "content": "",
+	//   "reasoning": "",
+	//   "calls": [
+	//     {
+	//       "name": "get_weather",
+	//       "arguments": {
+	//         "town": "Paris"
+	//       }
+	//     }
+	//   ],
+	//   "errors": [
+	//     "call 0: arguments do not match the tool's schema: \"get_weather\": validating root: required: missing properties: [\"city\"]"
+	//   ]
+	// }
+}
