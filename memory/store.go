@@ -119,6 +119,11 @@ func (s *Store) Path() string { return s.path }
 
 // Close releases the database.
 func (s *Store) Close() error {
+	// SQLite's advice for long-lived connections: refresh planner statistics where they have gone stale.
+	// It is cheap (usually a no-op) and its failure costs nothing but speed.
+	if _, err := s.db.Exec(`PRAGMA optimize`); err != nil {
+		s.logger.Debug("memory: PRAGMA optimize", "file", s.path, "err", err)
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("memory: close %s: %w", s.path, err)
 	}
