@@ -177,9 +177,9 @@ type Query struct {
 	SessionID string
 	Agent     string
 	Role      string
-	Since     time.Time
-	Until     time.Time
-	Limit     int // 0 means 20
+	Since     time.Time // inclusive
+	Until     time.Time // exclusive
+	Limit     int       // 0 means 20
 }
 
 // Hit is one search result. Exactly one of MessageID and ToolRunID is non-zero.
@@ -190,7 +190,8 @@ type Hit struct {
 	MessageID    int64
 	ToolRunID    int64
 	Role         string
-	Snippet      string
+	// Snippet is up to 16 tokens around the match, matched terms in [brackets], cuts marked with ….
+	Snippet string
 	// Rank is bm25: lower is better.
 	Rank      float64
 	CreatedAt time.Time
