@@ -41,18 +41,11 @@ func readFile(ctx context.Context, root string, in readFileIn) (Result, error) {
 		return Result{}, err
 	}
 	defer r.Close()
-	f, err := r.Open(rel)
+	f, st, err := openRegular(r, rel, in.Path)
 	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %w", in.Path, unwrapPathError(err))
+		return Result{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %w", in.Path, err)
-	}
-	if st.IsDir() {
-		return Result{}, fmt.Errorf("%s is a directory; use list_dir", in.Path)
-	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	head, _ := br.Peek(sniffLen)
 	if isBinary(head) {

@@ -71,6 +71,7 @@ func TestReadFileRefusesBinary(t *testing.T) {
 	r := builtinRegistry(t, BuiltinConfig{Root: root})
 	mustFail(t, call(t, r, ReadFileName, map[string]any{"path": "pic.png"}), "binary", "image/png", "view_image")
 	mustFail(t, call(t, r, ReadFileName, map[string]any{"path": "blob.bin"}), "binary")
+
 	mustOK(t, call(t, r, ReadFileName, map[string]any{"path": "utf8.txt"}))
 }
 

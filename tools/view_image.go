@@ -38,18 +38,11 @@ func viewImage(root string, in viewImageIn) (Result, error) {
 		return Result{}, err
 	}
 	defer r.Close()
-	f, err := r.Open(rel)
+	f, st, err := openRegular(r, rel, in.Path)
 	if err != nil {
-		return Result{}, fmt.Errorf("open %s: %w", in.Path, unwrapPathError(err))
+		return Result{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Result{}, fmt.Errorf("open %s: %w", in.Path, err)
-	}
-	if st.IsDir() {
-		return Result{}, fmt.Errorf("%s is a directory", in.Path)
-	}
 	if st.Size() > viewImageMaxBytes {
 		return Result{}, fmt.Errorf("%s is %d bytes; images over %d bytes are refused", in.Path, st.Size(), viewImageMaxBytes)
 	}

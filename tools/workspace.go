@@ -110,3 +110,23 @@ func openIn(root, p string) (*os.Root, string, error) {
 	}
 	return r, rel, nil
 }
+
+// openRegular opens a regular file. Anything else is refused before open: opening a FIFO would block the
+// tool's goroutine forever, beyond the reach of its timeout.
+func openRegular(r *os.Root, rel, shown string) (*os.File, fs.FileInfo, error) {
+	st, err := r.Stat(rel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", shown, unwrapPathError(err))
+	}
+	if st.IsDir() {
+		return nil, nil, fmt.Errorf("%s is a directory; use list_dir", shown)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s is not a regular file (%s)", shown, st.Mode().Type())
+	}
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", shown, unwrapPathError(err))
+	}
+	return f, st, nil
+}
