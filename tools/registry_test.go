@@ -202,6 +202,35 @@ func TestValidationMessages(t *testing.T) {
 	}
 }
 
+func TestValidationMessagesNested(t *testing.T) {
+	t.Parallel()
+	type edit struct {
+		Line int    `json:"line"`
+		Text string `json:"text"`
+	}
+	type patchIn struct {
+		Path  string `json:"path"`
+		Edits []edit `json:"edits"`
+		Opts  struct {
+			Mode string `json:"mode" jsonschema:"enum=strict,enum=loose"`
+		} `json:"opts"`
+	}
+	r := NewRegistry()
+	must(t, r.Register(New("patch", "d", func(context.Context, patchIn) (string, error) { return "ok", nil })))
+	cases := map[string]string{
+		`{"path":"a","edits":[{"line":"one","text":"x"}],"opts":{"mode":"strict"}}`: `field "edits[].line": expected integer, got string "one"`,
+		`{"path":"a","edits":[{"line":1}],"opts":{"mode":"strict"}}`:                `missing required field "text" in "edits[]"`,
+		`{"path":"a","edits":[],"opts":{"mode":"lax"}}`:                             `field "opts.mode": value "lax" is not allowed; expected one of ["strict","loose"]`,
+		`{"path":"a","edits":[],"opts":{"mode":"strict","x":1}}`:                    `field "opts": unknown field "x"; allowed fields are "mode"`,
+	}
+	for args, want := range cases {
+		res := r.Call(context.Background(), "patch", json.RawMessage(args))
+		if !res.IsError || !strings.Contains(res.Text, want) {
+			t.Errorf("%s:\n got %q\nwant %q", args, res.Text, want)
+		}
+	}
+}
+
 func TestUnknownToolListsAvailable(t *testing.T) {
 	t.Parallel()
 	r := newTestRegistry(t)

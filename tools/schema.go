@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	gschema "github.com/google/jsonschema-go/jsonschema"
@@ -186,7 +187,11 @@ func (v *validator) explain(err error) string {
 		if strings.HasPrefix(m[3], "one of") {
 			want = strings.TrimPrefix(m[3], "one of ")
 		}
-		return fmt.Sprintf("%sexpected %s, got %s %s", where, want, m[2], m[1])
+		got := m[1]
+		if m[2] == "string" {
+			got = strconv.Quote(got)
+		}
+		return fmt.Sprintf("%sexpected %s, got %s %s", where, want, m[2], got)
 	}
 	return where + msg
 }
