@@ -89,8 +89,10 @@ func runShell(ctx context.Context, root string, allow []string, timeout time.Dur
 		fmt.Fprintf(&b, "Command killed after timeout of %s.\n", timeout)
 	case ctx.Err() != nil:
 		fmt.Fprintf(&b, "Command canceled: %v.\n", context.Cause(ctx))
-	case errors.As(err, &exitErr):
+	case errors.As(err, &exitErr) && exitErr.Exited():
 		fmt.Fprintf(&b, "Exit code: %d (%s)\n", exitErr.ExitCode(), elapsed)
+	case errors.As(err, &exitErr):
+		fmt.Fprintf(&b, "Terminated: %v (%s)\n", exitErr, elapsed)
 	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
 		return "", fmt.Errorf("run %s: %w", argv[0], err)
 	default:

@@ -30,6 +30,10 @@ func TestRunShell(t *testing.T) {
 	if !strings.Contains(res.Text, filepath.Join("sub")+"\n--- stderr") {
 		t.Errorf("dir: %q", res.Text)
 	}
+	res = mustOK(t, call(t, r, RunShellName, map[string]any{"command": `sh -c 'kill -TERM $$'`}))
+	if !strings.HasPrefix(res.Text, "Terminated: signal: terminated") {
+		t.Errorf("signal: %q", res.Text)
+	}
 	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "rm -rf ."}), `"rm" is not allowed`, "echo, pwd, sh")
 	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "/bin/echo hi"}), "not allowed")
 	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "echo hi; rm -rf ."}), "shell syntax")

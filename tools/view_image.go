@@ -18,8 +18,8 @@ import (
 //go:embed view_image.md
 var viewImageDescription string
 
-// viewImageMaxBytes bounds what one call may push into the context; a vision encoder's compute buffer grows
-// with resolution, so the engine planner prefers small images anyway.
+// viewImageMaxBytes bounds what one call may push into the context and the vision encoder; larger files are
+// almost always photos that should be downscaled first.
 const viewImageMaxBytes = 20 << 20
 
 type viewImageIn struct {

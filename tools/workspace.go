@@ -94,7 +94,7 @@ func resolveExisting(p string) (string, error) {
 	return filepath.Join(rp, filepath.Base(p)), nil
 }
 
-// open resolves the root and returns it with the model's path made relative to it.
+// openIn opens the workspace at root as an os.Root and maps the model's path p into it.
 func openIn(root, p string) (*os.Root, string, error) {
 	w, err := newWorkspace(root)
 	if err != nil {

@@ -78,5 +78,11 @@ func atomicWrite(r *os.Root, name string, data []byte, perm fs.FileMode) error {
 		_ = r.Remove(tmp)
 		return unwrapPathError(err)
 	}
+	// The rename itself lives in the directory; syncing it makes the new name survive a power cut. Best effort:
+	// the write already succeeded and some filesystems refuse to sync directories.
+	if d, err := r.Open(path.Dir(name)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
 	return nil
 }
