@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/visorhq/visor/engine/gguf"
 )
@@ -208,6 +209,10 @@ func Plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
 			}
 		}
 	}
+	if o.NoFlashAttn {
+		res.Notes = append(res.Notes, "without flash attention the compute buffer holds n_ctx × ubatch × n_head F32 scores; "+
+			"measured 1× at 16K but about 2× at 64K, so long contexts may need more than planned")
+	}
 	if (o.k != gguf.TypeF16 || o.v != gguf.TypeF16) && o.NoFlashAttn {
 		res.Notes = append(res.Notes, "llama.cpp needs flash attention for a quantized V cache; it will turn it on")
 	}
@@ -350,7 +355,9 @@ func kvPerToken(layers []AttnLayer, k, v gguf.Type) uint64 {
 func computePerToken(m Facts, o resolved, ub int, mtp bool) (perCell, fixed uint64) {
 	u := uint64(ub)
 	if o.NoFlashAttn {
-		perCell = u*4 + 2*u*uint64(max(m.MaxHeads, 1))*4
+		// F32 mask plus one F32 KQ matrix of the widest layer: 564 MiB measured at 16K × 512 × 16 heads. At 64K
+		// engine-notes §7 saw about twice the KQ term (4,248 MiB): the estimate may be low there.
+		perCell = u*4 + u*uint64(max(m.MaxHeads, 1))*4
 	} else {
 		perCell = u * 2
 	}
@@ -360,7 +367,9 @@ func computePerToken(m Facts, o resolved, ub int, mtp bool) (perCell, fixed uint
 		used := uint64(max(m.ExpertsUsed, 1))
 		ffn = e*used + used*uint64(m.ExpertFF) + uint64(m.SharedExpertFF)
 	} else {
-		ffn = e + uint64(m.FFDim)
+		// Fit to llama-server's Vulkan reservations on the H200 for two dense shapes (n_embd 2048/4096, FFN
+		// 5632/11008): 100 and 199 KB per ubatch token beyond the mask.
+		ffn = 7*e + 2*uint64(m.FFDim)
 	}
 	act := ffn
 	if !mtp && m.RecurrentLayers > 0 {
@@ -376,7 +385,13 @@ func computePerToken(m Facts, o resolved, ub int, mtp bool) (perCell, fixed uint
 // encoderCompute is the vision encoder's compute buffer for the largest image, a fit to llama-server's
 // "[mtmd] estimated worst-case memory usage" (see README.md).
 func encoderCompute(p *Projector) uint64 {
-	return uint64(p.Patches) * 4 * (13*uint64(p.EmbedDim) + 3*uint64(p.FFDim))
+	if strings.HasPrefix(p.Type, "qwen") {
+		// Qwen-VL encoders reserve for a larger warm-up image than image_size: fit to the 248 MiB measured for
+		// Qwen3.6's projector.
+		return uint64(p.Patches) * 4 * (13*uint64(p.EmbedDim) + 3*uint64(p.FFDim))
+	}
+	// CLIP/SigLIP (LLaVA-style): 17 MiB measured for a CLIP-L/14 at 336 px, about 8 × n_embd floats per patch.
+	return uint64(p.Patches) * 4 * 8 * uint64(p.EmbedDim)
 }
 
 func args(model Facts, proj *Facts, o resolved, m Mode, ub, ctx int, useMTP bool) []string {

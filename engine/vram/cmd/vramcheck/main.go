@@ -43,6 +43,8 @@ var shapes = map[string]shape{
 	"A": {"A", vtm.LlamaShape{Embd: 2048, Layers: 16, Heads: 16, HeadsKV: 8, FF: 5632, Ctx: 131072, Type: gguf.TypeF16}, 32000},
 	// 3.2 GiB, wider and with GQA 4:1.
 	"B": {"B", vtm.LlamaShape{Embd: 4096, Layers: 8, Heads: 32, HeadsKV: 8, FF: 11008, Ctx: 131072, Type: gguf.TypeF16}, 32000},
+	// Not used to fit the compute estimate: a check on a third shape and vocabulary.
+	"C": {"C", vtm.LlamaShape{Embd: 3072, Layers: 12, Heads: 24, HeadsKV: 4, FF: 8192, Ctx: 131072, Type: gguf.TypeF16}, 64000},
 }
 
 type testCase struct {
@@ -64,6 +66,11 @@ var cases = []testCase{
 	{Name: "B-32k-f16", Shape: "B", Ctx: 32768, K: "f16", V: "f16"},
 	{Name: "B-128k-q8_0", Shape: "B", Ctx: 131072, K: "q8_0", V: "q8_0"},
 	{Name: "A-8k-f16-clipL", Shape: "A", Ctx: 8192, K: "f16", V: "f16", Proj: true},
+	{Name: "C-16k-f16", Shape: "C", Ctx: 16384, K: "f16", V: "f16"},
+	{Name: "C-100k-q8_0-ub1024", Shape: "C", Ctx: 100000, K: "q8_0", V: "q8_0", UBatch: 1024},
+	{Name: "C-128k-q4_0-f16", Shape: "C", Ctx: 131072, K: "q4_0", V: "f16"},
+	{Name: "C-16k-f16-clipL", Shape: "C", Ctx: 16384, K: "f16", V: "f16", Proj: true},
+	{Name: "A-16k-f16-nofa", Shape: "A", Ctx: 16384, K: "f16", V: "f16", NoFA: true},
 }
 
 // outcome is one case's numbers, MiB.
@@ -112,8 +119,8 @@ func main() {
 	tw.Flush()
 }
 
-func runCase(ctx context.Context, log *slog.Logger, server, dir, out string, c testCase, noNVML bool) (outcome, error) {
-	o := outcome{Case: c, Logged: map[string]float64{}, Components: map[string]float64{}}
+func runCase(ctx context.Context, log *slog.Logger, server, dir, out string, c testCase, noNVML bool) (o outcome, err error) {
+	o = outcome{Case: c, Logged: map[string]float64{}, Components: map[string]float64{}}
 	sh := shapes[c.Shape]
 	model := filepath.Join(dir, "llama-"+sh.name+".gguf")
 	if _, err := os.Stat(model); err != nil {
