@@ -191,6 +191,9 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if err != nil {
 		return err
 	}
+	if sess, history, err = compactIfFull(ctx, conn, store, sess, history, stderr); err != nil {
+		return err
+	}
 	if _, err := store.BeginTurn(ctx, sess.ID); err != nil {
 		return err
 	}
@@ -230,6 +233,43 @@ func openSession(ctx context.Context, store *memory.Store, id, question string, 
 		return memory.Session{}, nil, err
 	}
 	return sess, agent.Resumable(msgs), nil
+}
+
+// compactIfFull starts a linked session from a summary when the stored conversation fills most of the server's
+// context, keeping the last two user turns verbatim, so long sessions keep working instead of failing with
+// "exceeds the available context size". The parent session stays whole for search and export.
+func compactIfFull(ctx context.Context, conn *engineConn, store *memory.Store, sess memory.Session,
+	history []agent.Message, stderr io.Writer) (memory.Session, []agent.Message, error) {
+	if !agent.NeedsCompaction(history, conn.props.NCtx, 0.75) {
+		return sess, history, nil
+	}
+	old, recent := agent.SplitForCompaction(history, 2)
+	if len(old) == 0 {
+		return sess, history, nil
+	}
+	fmt.Fprintf(stderr, "compacting: the session uses %d of %d context tokens; summarizing %d older messages …\n",
+		agent.ContextUsed(history), conn.props.NCtx, len(old))
+	summary, err := agent.Summarize(ctx, conn.client, old, 1024)
+	if err != nil {
+		return sess, nil, fmt.Errorf("compact session %s: %w", sess.ID, err)
+	}
+	stored, err := store.Messages(ctx, sess.ID)
+	if err != nil {
+		return sess, nil, err
+	}
+	// Stored and resumable histories line up one to one (Resumable only trims the tail).
+	var keepFrom int64
+	if len(recent) > 0 {
+		keepFrom = stored[len(old)].ID
+	}
+	linked, err := store.CreateLinkedSession(ctx, sess.ID, memory.Message{Role: "user",
+		Content: "Summary of the earlier conversation:\n" + summary}, keepFrom)
+	if err != nil {
+		return sess, nil, err
+	}
+	fmt.Fprintf(stderr, "compacted into session %s\n", shortID(linked.ID))
+	history = append([]agent.Message{{Role: "user", Content: "Summary of the earlier conversation:\n" + summary}}, recent...)
+	return linked, history, nil
 }
 
 func shortID(id string) string {

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/testmodel"
+)
+
+func visor(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestAskStoresResumesAndCompacts(t *testing.T) {
+	enginetest.Binary(t)
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "visor.db")
+	common := []string{"--model", chat, "--db", db, "--tools", "list_dir", "--workspace", ws, "--ctx", "1280"}
+
+	out, errOut, err := visor(t, append([]string{"ask", "What is here?"}, common...)...)
+	if err != nil {
+		t.Fatalf("ask: %v\n%s", err, errOut)
+	}
+	if strings.TrimSpace(out) != "Hi!" || !strings.Contains(errOut, "→ list_dir") || !strings.Contains(errOut, "hello.txt") {
+		t.Fatalf("stdout %q stderr %q", out, errOut)
+	}
+	if !regexp.MustCompile(`\d+ tokens generated, [\d.]+ tokens/s`).MatchString(errOut) {
+		t.Fatalf("no speed line: %s", errOut)
+	}
+	m := regexp.MustCompile(`session ([0-9a-f]+) `).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no session id printed: %s", errOut)
+	}
+	id := m[1]
+
+	// The stored conversation filled most of a 1280-token context, so continuing it compacts first.
+	out, errOut, err = visor(t, append([]string{"ask", "--session", id[:8], "And now?"}, common...)...)
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "compacting") || !strings.Contains(errOut, "compacted into session") {
+		t.Fatalf("no compaction reported: %s", errOut)
+	}
+
+	out, _, err = visor(t, "sessions", "list", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out, "\n") < 3 { // header + parent + linked
+		t.Fatalf("sessions list:\n%s", out)
+	}
+	out, _, err = visor(t, "sessions", "export", id, "--format", "json", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp map[string]any
+	if err := json.Unmarshal([]byte(out), &exp); err != nil {
+		t.Fatalf("export is not JSON: %v\n%.300s", err, out)
+	}
+	if !strings.Contains(out, "hello.txt") {
+		t.Fatalf("export lacks the tool result")
+	}
+}
+
+func TestAskErrorsNameTheFix(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ask", "q", "--no-store"}, "--model"},
+		{[]string{"ask", "--no-store"}, "no question"},
+		{[]string{"ask", "q", "--image", "/nonexistent.png", "--no-store"}, "--image"},
+		{[]string{"ask", "q", "--tools", "nope", "--no-store"}, "--tools"},
+		{[]string{"bogus"}, "unknown command"},
+		{[]string{"plan"}, "--model"},
+	}
+	for _, tc := range cases {
+		t.Setenv("VISOR_MODEL", "")
+		t.Setenv("VISOR_ENDPOINT", "")
+		_, _, err := visor(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err %v, want mention of %q", tc.args, err, tc.want)
+		}
+	}
+	notImage := filepath.Join(t.TempDir(), "x.png")
+	_ = os.WriteFile(notImage, []byte("plain text"), 0o644)
+	if _, _, err := visor(t, "ask", "q", "--image", notImage, "--no-store"); err == nil || !strings.Contains(err.Error(), "not an image") {
+		t.Errorf("text file as image: %v", err)
+	}
+}
+
+func TestToolcallsParseCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	in := "Sure.\n<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}\n</tool_call>"
+	if err := run(context.Background(), []string{"toolcalls", "parse"}, strings.NewReader(in), &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Content string `json:"content"`
+		Calls   []struct {
+			Name      string         `json:"name"`
+			Arguments map[string]any `json:"arguments"`
+		} `json:"calls"`
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got.Content != "Sure." || len(got.Calls) != 1 || got.Calls[0].Name != "list_dir" || got.Calls[0].Arguments["path"] != "." {
+		t.Fatalf("%+v", got)
+	}
+}
