@@ -231,6 +231,34 @@ func TestValidationMessagesNested(t *testing.T) {
 	}
 }
 
+// rawTool stands in for an MCP tool: a hand-written schema and no Go types.
+type rawTool struct{ spec Spec }
+
+func (t rawTool) Spec() Spec { return t.spec }
+func (t rawTool) Call(_ context.Context, args json.RawMessage) Result {
+	return Result{Text: string(args)}
+}
+
+func TestForeignSchemas(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	must(t, r.Register(rawTool{Spec{Name: "old", Parameters: json.RawMessage(
+		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)}}))
+	must(t, r.Register(rawTool{Spec{Name: "bare"}})) // no schema at all: any object goes
+	if res := r.Call(context.Background(), "old", json.RawMessage(`{"q":"x"}`)); res.IsError || res.Text != `{"q":"x"}` {
+		t.Errorf("draft-04: %+v", res)
+	}
+	if res := r.Call(context.Background(), "old", json.RawMessage(`{"q":1}`)); !res.IsError || !strings.Contains(res.Text, `field "q": expected string`) {
+		t.Errorf("draft-04 invalid: %+v", res)
+	}
+	if res := r.Call(context.Background(), "bare", json.RawMessage(`{"anything":[1]}`)); res.IsError {
+		t.Errorf("bare: %+v", res)
+	}
+	if err := r.Register(rawTool{Spec{Name: "broken", Parameters: json.RawMessage(`{"type":`)}}); err == nil {
+		t.Error("broken schema accepted")
+	}
+}
+
 func TestUnknownToolListsAvailable(t *testing.T) {
 	t.Parallel()
 	r := newTestRegistry(t)
