@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +45,29 @@ type engineConn struct {
 	client *engine.Client
 	props  llamacpp.Props
 	server *llamacpp.Server // nil for --endpoint
+	load   time.Duration    // how long the server took to become ready
+	model  string
+}
+
+// recordEvents stores the engine's start now and its stop or crash when done is called, so a session shows what
+// the server did while it ran.
+func (c *engineConn) recordEvents(ctx context.Context, store *memory.Store, sessionID string) (done func()) {
+	if c.server == nil {
+		return func() {}
+	}
+	detail := func(m map[string]any) json.RawMessage { b, _ := json.Marshal(m); return b }
+	_, _ = store.RecordEngineEvent(ctx, memory.EngineEvent{SessionID: sessionID, Kind: memory.EngineStart,
+		Duration: c.load, Detail: detail(map[string]any{"url": c.server.URL(), "model": c.model, "pid": c.server.PID(),
+			"n_ctx": c.props.NCtx, "vision": c.props.Vision, "build": c.props.Build})})
+	return func() {
+		ctx := context.WithoutCancel(ctx)
+		if err := c.server.Err(); err != nil {
+			_, _ = store.RecordEngineEvent(ctx, memory.EngineEvent{SessionID: sessionID, Kind: memory.EngineCrash,
+				Detail: detail(map[string]any{"error": err.Error()})})
+			return
+		}
+		_, _ = store.RecordEngineEvent(ctx, memory.EngineEvent{SessionID: sessionID, Kind: memory.EngineStop})
+	}
 }
 
 func (c *engineConn) close() {
@@ -90,7 +114,7 @@ func openEngine(ctx context.Context, e engineFlags, stderr io.Writer, logger *sl
 		_ = srv.Stop(context.Background())
 		return nil, err
 	}
-	return &engineConn{client: c, props: p, server: srv}, nil
+	return &engineConn{client: c, props: p, server: srv, load: time.Since(start), model: e.model}, nil
 }
 
 // toolFlags select built-in tools.
@@ -197,6 +221,7 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if _, err := store.BeginTurn(ctx, sess.ID); err != nil {
 		return err
 	}
+	defer conn.recordEvents(ctx, store, sess.ID)()
 	var storeErr error
 	o.record = agent.Recorder(ctx, store, sess.ID, func(err error) { storeErr = errors.Join(storeErr, err) })
 	f, err := runAgent(ctx, conn, o, history, user, stdout, stderr, logger)

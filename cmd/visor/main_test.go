@@ -12,6 +12,7 @@ import (
 
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/memory"
 )
 
 func visor(t *testing.T, args ...string) (string, string, error) {
@@ -53,6 +54,16 @@ func TestAskStoresResumesAndCompacts(t *testing.T) {
 		t.Fatalf("no session id printed: %s", errOut)
 	}
 	id := m[1]
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := store.EngineEvents(context.Background(), id, 10)
+	store.Close()
+	if err != nil || len(evs) != 2 || evs[0].Kind != memory.EngineStart || evs[1].Kind != memory.EngineStop ||
+		evs[0].Duration <= 0 {
+		t.Fatalf("engine events %+v, %v", evs, err)
+	}
 
 	// The stored conversation filled most of a 1280-token context, so continuing it compacts first.
 	out, errOut, err = visor(t, append([]string{"ask", "--session", id[:8], "And now?"}, common...)...)
