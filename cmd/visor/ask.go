@@ -133,7 +133,8 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes or qwen-xml")
 }
 
-func (t *toolFlags) registry(logger *slog.Logger) (*tools.Registry, error) {
+// registry builds the selected tools. store may be nil (no database), which leaves session_search out.
+func (t *toolFlags) registry(logger *slog.Logger, store tools.Searcher) (*tools.Registry, error) {
 	reg := tools.NewRegistry(tools.WithLogger(logger))
 	if t.names == "" {
 		return reg, nil
@@ -147,7 +148,11 @@ func (t *toolFlags) registry(logger *slog.Logger) (*tools.Registry, error) {
 		shell = strings.Split(t.shell, ",")
 	}
 	cfg := tools.BuiltinConfig{Root: root, AllowFetch: t.fetch, Shell: shell}
-	sel, err := tools.Select(tools.Builtins(cfg), strings.Split(t.names, ",")...)
+	all := tools.Builtins(cfg)
+	if store != nil {
+		all = append(all, tools.SessionSearch(store, ""))
+	}
+	sel, err := tools.Select(all, strings.Split(t.names, ",")...)
 	if err != nil {
 		return nil, fmt.Errorf("--tools: %w", err)
 	}
@@ -189,7 +194,18 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		}
 		user.Images = append(user.Images, im)
 	}
-	reg, err := tf.registry(logger)
+	var store *memory.Store
+	if !*noStore {
+		if store, err = openStore(ctx, *db); err != nil {
+			return err
+		}
+		defer store.Close()
+	}
+	var searcher tools.Searcher
+	if store != nil {
+		searcher = store
+	}
+	reg, err := tf.registry(logger, searcher)
 	if err != nil {
 		return err
 	}
@@ -202,15 +218,10 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		return fmt.Errorf("--image given but the model has no vision projector: add --mmproj FILE.gguf")
 	}
 	o := agentOptions{tools: reg, toolFlags: tf, system: *system, maxSteps: *maxSteps, maxTokens: *maxTokens}
-	if *noStore {
+	if store == nil {
 		_, err = runAgent(ctx, conn, o, nil, user, stdout, stderr, logger)
 		return err
 	}
-	store, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	sess, history, err := openSession(ctx, store, *sessionID, user.Content, ef)
 	if err != nil {
 		return err

@@ -73,7 +73,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 		}
 	}
 	tf := toolFlags{names: "list_dir", workspace: ws, format: "hermes"}
-	reg, err := tf.registry(logger)
+	reg, err := tf.registry(logger, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,51 @@
+package tools
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/visorhq/visor/memory"
+)
+
+//go:embed session_search.md
+var sessionSearchDescription string
+
+// SessionSearchName is the tool's name.
+const SessionSearchName = "session_search"
+
+// Searcher is what session_search needs from memory; *memory.Store implements it.
+type Searcher interface {
+	Search(ctx context.Context, q memory.Query) ([]memory.Hit, error)
+}
+
+type sessionSearchIn struct {
+	Query string `json:"query" jsonschema_description:"Words to look for."`
+	Role  string `json:"role,omitempty" jsonschema:"enum=user,enum=assistant,enum=tool" jsonschema_description:"Only messages of this role."`
+	Limit int    `json:"limit,omitempty" jsonschema:"default=5,minimum=1,maximum=20" jsonschema_description:"Most results."`
+}
+
+// SessionSearch returns the session_search tool over store. Agent, when set, limits results to one agent's
+// sessions, so one agent does not read another's memory by accident.
+func SessionSearch(store Searcher, agent string) Tool {
+	return New(SessionSearchName, describe(sessionSearchDescription), func(ctx context.Context, in sessionSearchIn) (string, error) {
+		limit := in.Limit
+		if limit == 0 {
+			limit = 5
+		}
+		hits, err := store.Search(ctx, memory.Query{Text: in.Query, Role: in.Role, Agent: agent, Limit: limit})
+		if err != nil {
+			return "", fmt.Errorf("search %q: %w", in.Query, err)
+		}
+		if len(hits) == 0 {
+			return fmt.Sprintf("No stored messages match %q.", in.Query), nil
+		}
+		var b strings.Builder
+		for i, h := range hits {
+			fmt.Fprintf(&b, "%d. session %s (%s), %s, %s:\n   %s\n", i+1, h.SessionID, h.SessionTitle, h.Role,
+				h.CreatedAt.Format("2006-01-02 15:04"), strings.Join(strings.Fields(h.Snippet), " "))
+		}
+		return b.String(), nil
+	}, Parallel())
+}
