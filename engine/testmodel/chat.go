@@ -8,10 +8,11 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 )
 
-// Shape of the chat model. n_embd holds one dimension per preference class (one-hot embeddings) plus the two
-// context features; the projector's output must match it.
+// Shape of the chat model. n_embd holds one dimension per preference class (one-hot embeddings), the three
+// context features and a band for image embeddings; the projector's output must match it. Heads are 32 wide
+// because llama.cpp's quantized KV caches (q8_0, q4_0: blocks of 32) need the head size to be a multiple of 32.
 const (
-	ChatEmbeddingLength = 64
+	ChatEmbeddingLength = 128
 	chatBlocks          = 2
 	chatHeads           = 4
 	chatHeadDim         = ChatEmbeddingLength / chatHeads
@@ -65,11 +66,12 @@ const (
 	openPenalty = 4000
 )
 
-// Attention wiring of the two feature heads (block 0, heads 0 and 1).
+// Attention wiring of the three feature heads (block 0, heads 0–2; head 3 is zero).
 const (
-	featureScore = 2.0   // q and k entries: score 16·2·2·(1/√16)… ≈ 64, so the marked tokens take all the weight
-	featureValue = 0.125 // v entry: the head outputs 8·0.125 = 1 when a marked token is present, 0 otherwise
-	featureOut   = 0.25  // attn_output entry: the feature's value in the residual stream
+	// featureScore is the q and k entry. The normed input is √128 ≈ 11.3 on its class, so the score of a marked
+	// token is (2·11.3)²/√32 ≈ 90: the marked tokens take all the weight (e^-90 is left for the rest).
+	featureScore = 2.0
+	featureOut   = 0.25 // attn_output entry: the feature's value in the residual stream
 	rotaryDim    = chatHeadDim - 2
 )
 
@@ -220,6 +222,9 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	// s = √(1 + f²…) ≤ 1.07, so output.weight's column for a class is its logit row divided by √d, and a feature
 	// column adds featureBoost to <tool_call> per unit of featureOut.
 	scale := float32(1 / math.Sqrt(float64(d)))
+	// v entry: the normed input is √d on its class, so a marked token's value is exactly 1 (−1 for </tool_call>
+	// in the open head).
+	featureValue := scale
 	logits := chatLogits(rules)
 	output := make([]float32, VocabSize*d)
 	for t := range VocabSize {

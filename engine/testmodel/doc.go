@@ -8,8 +8,8 @@
 //
 // # Chat model
 //
-// GGUF v3, architecture llama, all F32: n_embd 64, 2 blocks, 4 heads of 16, n_ff 128, context 4096, rope base
-// 1e12. Vocabulary (tokenizer.ggml.model gpt2, pre default, no merges): ids 0–255 are the byte tokens (id = byte
+// GGUF v3, architecture llama, all F32: n_embd 128, 2 blocks, 4 heads of 32 (so q8_0/q4_0 KV caches work), n_ff
+// 128, context 4096, rope base 1e12. Vocabulary (tokenizer.ggml.model gpt2, pre default, no merges): ids 0–255 are the byte tokens (id = byte
 // value, texts by GPT-2's byte-to-unicode table, so "\n" is "Ċ"); 256 <|endoftext|> (control; BOS, padding),
 // 257 <|im_start|> (control), 258 <|im_end|> (control; EOS), 259 <tool_call>, 260 </tool_call>, 261
 // <tool_response>, 262 </tool_response> (user-defined, so they are single tokens even inside message text).
@@ -22,7 +22,7 @@
 // Token embeddings are one-hot over preference classes: every token belongs to one class (a row of the table
 // below, or the default) and embeds as that class's unit vector, dims 0–14. ffn_down is zero in both blocks and
 // block 1's attention is zero, so the residual stream holds the class vector plus three context features that
-// block 0's attention writes into dims 61–63:
+// block 0's attention writes into dims 125–127 (dims 16–124 are left to image embeddings):
 //
 //   - tools (head 0): a <tool_call> token is somewhere in the context. The template's tool instructions contain
 //     "<tool_call></tool_call>", so this is on exactly when tools were offered.
@@ -32,8 +32,8 @@
 //
 // Each head gives every query the same entry on the last rotary pair (which the huge rope base keeps still) and
 // only its marked tokens a key there, so a position that can see a marked token puts all its attention on it
-// (score 64) and reads its value; otherwise attention spreads over zero values. output.weight holds the logit
-// table: column c is class c's logit row / √64 (the final RMS norm scales the one-hot vector to √64), and the
+// (score ≈ 90) and reads its value; otherwise attention spreads over zero values. output.weight holds the logit
+// table: column c is class c's logit row / √128 (the final RMS norm scales the one-hot vector to √128), and the
 // feature columns move only the <tool_call> logit: +40 for tools, −40 for result, −4000 × open.
 //
 // # Preference table
@@ -94,9 +94,8 @@
 // # Projector
 //
 // GGUF v3, architecture clip, projector_type mlp (LLaVA-1.5): a ViT of 2 blocks, n_embd 32, 4 heads, n_ff 128,
-// pre-layernorm, GELU, image 32×32 in 8×8 patches plus a class embedding, CLIP's mean/std; then mm.0 (32 → 64),
-// GELU, mm.2 (64 → 64) into the chat model's n_embd. Weights are seeded noise (±0.05): the chat model ignores
-// image embeddings (block 1 attention is zero and block 0 attends only to marked tokens), so they only have to be
-// finite. Images are resized to ImageSize, so any image costs (ImageSize/PatchSize)² tokens. ProjectorOptions
+// pre-layernorm, GELU, image 32×32 in 8×8 patches plus a class embedding, CLIP's mean/std; then mm.0 (32 → 128),
+// GELU, mm.2 (128 → 128) into the chat model's n_embd, nonzero only on dims 16–124. Weights are seeded noise (±0.05): the chat model reads none of dims 16–124, so
+// image embeddings only have to be finite and an image changes nothing but the prompt length. Images are resized to ImageSize, so any image costs (ImageSize/PatchSize)² tokens. ProjectorOptions
 // scales it up to make encoding cost real CPU time.
 package testmodel

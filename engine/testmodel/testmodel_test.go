@@ -17,8 +17,8 @@ import (
 
 // Pinned digests: any change to the models' bytes must be deliberate (and re-checked against llama-server).
 const (
-	chatSHA256      = "405e30d1cc469983fda66e8ab444a00b0d7744f23f24c117798f076148230651"
-	projectorSHA256 = "267b9f8e18e11dbe35509b3a66a6d66b35f77d442ba9db759ee26d5c9f597989"
+	chatSHA256      = "abef97c3e0d27817ecd15bab93789b345583dd35220438333f3e833562ffa1fc"
+	projectorSHA256 = "9fe5b9dfdf7f20800d2a4b708726af911d5eaea9caeddfb98501697b3f312831"
 )
 
 func sha(b []byte) string {
