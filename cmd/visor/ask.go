@@ -134,7 +134,7 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 }
 
 // registry builds the selected tools. store may be nil (no database), which leaves session_search out.
-func (t *toolFlags) registry(logger *slog.Logger, store tools.Searcher) (*tools.Registry, error) {
+func (t *toolFlags) registry(logger *slog.Logger, store memory.Searcher) (*tools.Registry, error) {
 	reg := tools.NewRegistry(tools.WithLogger(logger))
 	if t.names == "" {
 		return reg, nil
@@ -150,7 +150,7 @@ func (t *toolFlags) registry(logger *slog.Logger, store tools.Searcher) (*tools.
 	cfg := tools.BuiltinConfig{Root: root, AllowFetch: t.fetch, Shell: shell}
 	all := tools.Builtins(cfg)
 	if store != nil {
-		all = append(all, tools.SessionSearch(store, ""))
+		all = append(all, memory.SearchTool(store, ""))
 	}
 	sel, err := tools.Select(all, strings.Split(t.names, ",")...)
 	if err != nil {
@@ -201,7 +201,7 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		}
 		defer store.Close()
 	}
-	var searcher tools.Searcher
+	var searcher memory.Searcher
 	if store != nil {
 		searcher = store
 	}

@@ -1,4 +1,4 @@
-package tools_test
+package memory_test
 
 import (
 	"context"
@@ -32,12 +32,12 @@ func TestSessionSearchOverRealStore(t *testing.T) {
 		}
 	}
 	reg := tools.NewRegistry()
-	if err := reg.Register(tools.SessionSearch(store, "coder")); err != nil {
+	if err := reg.Register(memory.SearchTool(store, "coder")); err != nil {
 		t.Fatal(err)
 	}
 	call := func(args any) tools.Result {
 		b, _ := json.Marshal(args)
-		return reg.Call(ctx, tools.SessionSearchName, b)
+		return reg.Call(ctx, memory.SearchToolName, b)
 	}
 	res := call(map[string]any{"query": "staging"})
 	if res.IsError || !strings.Contains(res.Text, "deploy") || strings.Contains(res.Text, "Oslo") {

@@ -1,4 +1,4 @@
-package tools
+package memory
 
 import (
 	"context"
@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/tools"
 )
 
-//go:embed session_search.md
+//go:embed search_tool.md
 var sessionSearchDescription string
 
-// SessionSearchName is the tool's name.
-const SessionSearchName = "session_search"
+// SearchToolName is the session_search tool's name.
+const SearchToolName = "session_search"
 
-// Searcher is what session_search needs from memory; *memory.Store implements it.
+// Searcher is what session_search needs; *Store implements it.
 type Searcher interface {
-	Search(ctx context.Context, q memory.Query) ([]memory.Hit, error)
+	Search(ctx context.Context, q Query) ([]Hit, error)
 }
 
 type sessionSearchIn struct {
@@ -26,15 +26,16 @@ type sessionSearchIn struct {
 	Limit int    `json:"limit,omitempty" jsonschema:"default=5,minimum=1,maximum=20" jsonschema_description:"Most results."`
 }
 
-// SessionSearch returns the session_search tool over store. Agent, when set, limits results to one agent's
-// sessions, so one agent does not read another's memory by accident.
-func SessionSearch(store Searcher, agent string) Tool {
-	return New(SessionSearchName, describe(sessionSearchDescription), func(ctx context.Context, in sessionSearchIn) (string, error) {
+// SearchTool returns the session_search tool over store, for agents. Agent, when set, limits results to one
+// agent's sessions, so one agent does not read another's memory by accident. It lives here rather than in tools
+// so that tools stays free of SQLite.
+func SearchTool(store Searcher, agent string) tools.Tool {
+	return tools.New(SearchToolName, strings.TrimSpace(sessionSearchDescription), func(ctx context.Context, in sessionSearchIn) (string, error) {
 		limit := in.Limit
 		if limit == 0 {
 			limit = 5
 		}
-		hits, err := store.Search(ctx, memory.Query{Text: in.Query, Role: in.Role, Agent: agent, Limit: limit})
+		hits, err := store.Search(ctx, Query{Text: in.Query, Role: in.Role, Agent: agent, Limit: limit})
 		if err != nil {
 			return "", fmt.Errorf("search %q: %w", in.Query, err)
 		}
@@ -47,5 +48,5 @@ func SessionSearch(store Searcher, agent string) Tool {
 				h.CreatedAt.Format("2006-01-02 15:04"), strings.Join(strings.Fields(h.Snippet), " "))
 		}
 		return b.String(), nil
-	}, Parallel())
+	}, tools.Parallel())
 }
