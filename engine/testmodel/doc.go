@@ -1,6 +1,6 @@
 // Package testmodel writes two tiny, deterministic GGUF models that make a real llama-server behave like a
-// tool-calling vision chat model: a hand-wired llama chat model ("tiny-bigram", 470 KB) and a CLIP/LLaVA vision
-// projector ("tiny-mmproj", 157 KB). They exist for tests and the demo: a full agent loop (call → result →
+// tool-calling vision chat model: a hand-wired llama chat model ("tiny-bigram", 1.2 MB) and a CLIP/LLaVA vision
+// projector ("tiny-mmproj", 215 KB). They exist for tests and the demo: a full agent loop (call → result →
 // answer) against llama-server in milliseconds, on a CPU, with exact expected outputs.
 //
 //	chat, projector, err := testmodel.Files(t.TempDir()) // ≈ 5 ms

@@ -14,8 +14,9 @@ import (
 // EmbeddingLength to make encoding cost seconds on a CPU, a stand-in for a real encoder.
 //
 // Encoding cost grows with patches × weights: patches = (ImageSize/PatchSize)², weights ≈ Blocks ×
-// 12 × EmbeddingLength². ImageSize 448, PatchSize 14, EmbeddingLength 512, Blocks 8 gives 1,024 patches, 25 M
-// weights (100 MB) and roughly 70 GFLOP per image.
+// 12 × EmbeddingLength². Measured with llama-server b11669 on a busy 2-core machine: ImageSize 224, PatchSize
+// 14, EmbeddingLength 512, Blocks 8, Heads 8 gives 256 image tokens and 25 M weights (a 103 MB file, written in
+// about 2 s), and the first request with an image took 5.7 s against 0.1 s with the default projector.
 type ProjectorOptions struct {
 	// ImageSize is the side of the square the encoder sees, in pixels (default 32). Images are resized to it.
 	ImageSize int
@@ -208,7 +209,7 @@ func projectorModel(opt ProjectorOptions) ([]gguf.KV, []gguf.Tensor, error) {
 }
 
 // WriteProjector writes a vision projector (GGUF v3, all F32) that libmtmd loads with --mmproj next to the chat
-// model. With the default options it is about 130 KB; the bytes depend only on opt.
+// model. With the default options it is about 215 KB; the bytes depend only on opt.
 func WriteProjector(w io.Writer, opt ProjectorOptions) error {
 	kv, tensors, err := projectorModel(opt)
 	if err != nil {

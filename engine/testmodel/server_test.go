@@ -325,12 +325,15 @@ func object(props map[string]any, required ...string) map[string]any {
 	return o
 }
 
-var (
-	weatherTool = tool("get_weather", object(map[string]any{"city": map[string]any{"type": "string"}}, "city"))
-	listDirTool = tool("list_dir", object(map[string]any{
+func weatherTool() map[string]any {
+	return tool("get_weather", object(map[string]any{"city": map[string]any{"type": "string"}}, "city"))
+}
+
+func listDirTool() map[string]any {
+	return tool("list_dir", object(map[string]any{
 		"path": map[string]any{"type": "string", "description": "directory to list"},
 	}, "path"))
-)
+}
 
 func user(text string) map[string]any { return map[string]any{"role": "user", "content": text} }
 
@@ -424,26 +427,26 @@ func TestServer(t *testing.T) {
 	t.Run("required", func(t *testing.T) {
 		for _, seed := range []int{1, 2, 3} {
 			r := s.chat(t, map[string]any{"messages": []any{user("What is the weather in Paris?")},
-				"tools": []any{weatherTool}, "tool_choice": "required", "max_tokens": 128, "seed": seed})
+				"tools": []any{weatherTool()}, "tool_choice": "required", "max_tokens": 128, "seed": seed})
 			wantCall(t, r, "get_weather", `{"city":"."}`)
 		}
 	})
 
 	t.Run("required stream", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
-			"tools": []any{listDirTool}, "tool_choice": "required", "max_tokens": 128, "stream": true})
+			"tools": []any{listDirTool()}, "tool_choice": "required", "max_tokens": 128, "stream": true})
 		wantCall(t, r, "list_dir", `{"path":"."}`)
 	})
 
 	t.Run("auto calls first", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
-			"tools": []any{listDirTool}, "tool_choice": "auto", "max_tokens": 128})
+			"tools": []any{listDirTool()}, "tool_choice": "auto", "max_tokens": 128})
 		wantCall(t, r, "list_dir", `{"path":"."}`)
 	})
 
 	t.Run("auto stream calls first", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
-			"tools": []any{listDirTool}, "max_tokens": 128, "stream": true})
+			"tools": []any{listDirTool()}, "max_tokens": 128, "stream": true})
 		wantCall(t, r, "list_dir", `{"path":"."}`)
 	})
 
@@ -457,20 +460,20 @@ func TestServer(t *testing.T) {
 		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
 	}
 	t.Run("auto answers after result", func(t *testing.T) {
-		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "tool_choice": "auto",
+		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "auto",
 			"max_tokens": 128})
 		wantAnswer(t, r, "Hi!")
 	})
 
 	t.Run("auto stream answers after result", func(t *testing.T) {
-		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "max_tokens": 128,
+		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 128,
 			"stream": true})
 		wantAnswer(t, r, "Hi!")
 	})
 
 	t.Run("required after result", func(t *testing.T) {
 		// The model would answer, so the answer comes first and the grammar then forces the call.
-		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "tool_choice": "required",
+		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "required",
 			"max_tokens": 128})
 		if r.finish != "tool_calls" || r.content != "Hi!" || len(r.calls) != 1 ||
 			r.calls[0].Function.Arguments != `{"path":"."}` {
@@ -482,13 +485,13 @@ func TestServer(t *testing.T) {
 		// The server still renders the tools; without a grammar the model opens a call, then the open-call
 		// feature turns it back to the answer.
 		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
-			"tools": []any{listDirTool}, "tool_choice": "none", "max_tokens": 128})
+			"tools": []any{listDirTool()}, "tool_choice": "none", "max_tokens": 128})
 		wantAnswer(t, r, "<tool_call>\nHi!")
 	})
 
 	t.Run("parallel", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{user("weather and files")},
-			"tools": []any{weatherTool, listDirTool}, "tool_choice": "required", "parallel_tool_calls": true,
+			"tools": []any{weatherTool, listDirTool()}, "tool_choice": "required", "parallel_tool_calls": true,
 			"max_tokens": 256})
 		// One call: after </tool_call> the model prefers EOS; the lowest-byte tool name wins.
 		wantCall(t, r, "get_weather", `{"city":"."}`)
@@ -570,7 +573,7 @@ func TestServerScaledProjector(t *testing.T) {
 	opt := ProjectorOptions{ImageSize: 64, PatchSize: 8, EmbeddingLength: 64, Blocks: 3, Heads: 8}
 	s := startServer(t, opt)
 	checkImage(t, s, opt)
-	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool},
+	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool()},
 		"max_tokens": 64})
 	wantCall(t, r, "list_dir", `{"path":"."}`)
 	if t.Failed() {
@@ -586,7 +589,7 @@ func TestServerQuantizedKV(t *testing.T) {
 	}
 	s := startServer(t, ProjectorOptions{}, "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0")
 	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 16}), "Hi!")
-	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool},
+	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool()},
 		"max_tokens": 64})
 	wantCall(t, r, "list_dir", `{"path":"."}`)
 	history := []any{
@@ -597,7 +600,7 @@ func TestServerQuantizedKV(t *testing.T) {
 		}}},
 		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
 	}
-	wantAnswer(t, s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool}, "max_tokens": 64}),
+	wantAnswer(t, s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 64}),
 		"Hi!")
 	if t.Failed() {
 		t.Logf("llama-server log:\n%s", s.log)
