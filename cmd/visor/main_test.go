@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/testmodel"
@@ -141,4 +142,43 @@ func TestToolcallsParseCommand(t *testing.T) {
 	if got.Content != "Sure." || len(got.Calls) != 1 || got.Calls[0].Name != "list_dir" || got.Calls[0].Arguments["path"] != "." {
 		t.Fatalf("%+v", got)
 	}
+}
+
+// firstWrite records when the first answer byte reaches stdout.
+type firstWrite struct {
+	at time.Time
+	bytes.Buffer
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	if f.at.IsZero() && len(p) > 0 {
+		f.at = time.Now()
+	}
+	return f.Buffer.Write(p)
+}
+
+// BenchmarkAskFirstToken measures `visor ask` on the tiny model from the command's start (engine launch included)
+// to the first answer byte on stdout, and the whole command, in one run.
+func BenchmarkAskFirstToken(b *testing.B) {
+	enginetest.Binary(b)
+	chat, _, err := testmodel.Files(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var first, total time.Duration
+	for i := 0; i < b.N; i++ {
+		out := &firstWrite{}
+		var errb bytes.Buffer
+		t0 := time.Now()
+		if err := run(context.Background(), []string{"ask", "hello", "--model", chat, "--no-store"}, strings.NewReader(""), out, &errb); err != nil {
+			b.Fatalf("%v\n%s", err, errb.String())
+		}
+		total += time.Since(t0)
+		if out.at.IsZero() {
+			b.Fatalf("no answer: %s", errb.String())
+		}
+		first += out.at.Sub(t0)
+	}
+	b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "ms-to-first-token")
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-total")
 }
