@@ -179,6 +179,15 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 				// Thinking about a call is not making it: never executed, not held against the model.
 				emit(ParseError{Step: step, Text: "ignored a tool call written inside reasoning: " + ev.Call.Raw})
 			case toolcall.KindError:
+				if errors.Is(ev.Err, toolcall.ErrLateThinkClose) {
+					// Everything so far was thinking (the template opened <think> in the prompt): the calls
+					// found in it must not run, and its text is reasoning, not answer.
+					asst.ToolCalls = nil
+					reasoning.WriteString(content.String())
+					content.Reset()
+					emit(ParseError{Step: step, Text: ev.Err.Error()})
+					continue
+				}
 				msg := ev.Text
 				if ev.Err != nil {
 					msg = ev.Err.Error()

@@ -23,6 +23,8 @@ import (
 type replayServer struct {
 	mu       sync.Mutex
 	requests []map[string]json.RawMessage
+	// script, when set, replaces the two-call turn: one list of content deltas per request.
+	script [][]string
 }
 
 func (r *replayServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -37,7 +39,13 @@ func (r *replayServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	chunk := func(delta, finish string) {
 		fmt.Fprintf(w, `data: {"choices":[{"finish_reason":%s,"index":0,"delta":%s}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`+"\n\n", finish, delta)
 	}
-	if n == 1 {
+	if r.script != nil {
+		for _, c := range r.script[min(n, len(r.script))-1] {
+			d, _ := json.Marshal(map[string]string{"content": c})
+			chunk(string(d), "null")
+		}
+		chunk(`{}`, `"stop"`)
+	} else if n == 1 {
 		chunk(`{"role":"assistant","content":null}`, "null")
 		// Two calls, arguments split across chunks as llama-server streams them.
 		chunk(`{"tool_calls":[{"index":0,"id":"A","type":"function","function":{"name":"slow_a","arguments":"{\"pa"}}]}`, "null")
@@ -172,4 +180,24 @@ func BenchmarkLoopOverhead(b *testing.B) {
 	b.ReportMetric(float64((loopNS-rawNS).Microseconds())/float64(2*b.N), "overhead-us/step")
 	b.ReportMetric(float64(loopNS.Microseconds())/float64(2*b.N), "loop-us/step")
 	b.ReportMetric(float64(rawNS.Microseconds())/float64(2*b.N), "raw-us/step")
+}
+
+// TestLoopNeverRunsCallsWrittenWhileThinking: a template that opens <think> in the prompt makes the model's
+// thinking arrive as content until a bare </think>; a call written before it is thinking and must not run.
+func TestLoopNeverRunsCallsWrittenWhileThinking(t *testing.T) {
+	fake := &replayServer{script: [][]string{{"I could call ", "<tool_call>\n{\"name\": \"slow_a\", \"arguments\": {\"path\": \"x\"}}\n</tool_call>",
+		" but no.</think>", "The answer is 4."}}}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	ran := false
+	reg := tools.NewRegistry()
+	register(t, reg, tools.New("slow_a", "t", func(ctx context.Context, in shotIn) (string, error) { ran = true; return "", nil }))
+	a, _ := agent.New(agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg})
+	f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "2+2?"}, nil)
+	if ran || len(f.Final.ToolCalls) != 0 {
+		t.Fatalf("a call written while thinking ran: %+v", f.Final)
+	}
+	if f.Reason != "answer" || f.Final.Content != "The answer is 4." || !strings.Contains(f.Final.Reasoning, "I could call") {
+		t.Fatalf("content %q reasoning %q (%s)", f.Final.Content, f.Final.Reasoning, f.Reason)
+	}
 }
