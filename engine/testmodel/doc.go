@@ -9,8 +9,8 @@
 // # Chat model
 //
 // GGUF v3, architecture llama, all F32: n_embd 128, 2 blocks, 4 heads of 32 (so q8_0/q4_0 KV caches work), n_ff
-// 128, context 4096, rope base 1e12. Vocabulary (tokenizer.ggml.model gpt2, pre default, no merges): ids 0–255 are the byte tokens (id = byte
-// value, texts by GPT-2's byte-to-unicode table, so "\n" is "Ċ"); 256 <|endoftext|> (control; BOS, padding),
+// 128, context 4096, rope base 1e12. Vocabulary (tokenizer.ggml.model gpt2, pre default, no merges): ids 0–255
+// are the byte tokens (id = byte value, texts by GPT-2's byte-to-unicode table, so "\n" is "Ċ"); 256 <|endoftext|> (control; BOS, padding),
 // 257 <|im_start|> (control), 258 <|im_end|> (control; EOS), 259 <tool_call>, 260 </tool_call>, 261
 // <tool_response>, 262 </tool_response> (user-defined, so they are single tokens even inside message text).
 // add_bos_token is false. With no merges a text costs one token per byte. The chat template is ChatTemplate
@@ -44,9 +44,9 @@
 // choice wins; the table is ordered so that that choice yields short, valid JSON.
 //
 //	class         next, best first                        why
-//	"\n"          H { </tool_call> <|im_end|>             the turn opens after "<|im_start|>assistant\n": answer "Hi!";
-//	              (<tool_call> −10, +40 with tools,       with tools and no result <tool_call> (30) beats H (10)
-//	              −40 after a result)
+//	"\n"          H { </tool_call> <|im_end|>             the turn opens after "<|im_start|>assistant\n":
+//	              (<tool_call> −10, +40 with tools,       answer "Hi!"; with tools and no result <tool_call>
+//	              −40 after a result)                     (30) beats H (10)
 //	H, i          i, !                                    "Hi!"
 //	!             <|im_end|> (<tool_call> −40)            stop; if the grammar forbids EOS (tool_choice required
 //	                                                      after an answer) the call comes next
@@ -95,7 +95,8 @@
 //
 // GGUF v3, architecture clip, projector_type mlp (LLaVA-1.5): a ViT of 2 blocks, n_embd 32, 4 heads, n_ff 128,
 // pre-layernorm, GELU, image 32×32 in 8×8 patches plus a class embedding, CLIP's mean/std; then mm.0 (32 → 128),
-// GELU, mm.2 (128 → 128) into the chat model's n_embd, nonzero only on dims 16–124. Weights are seeded noise (±0.05): the chat model reads none of dims 16–124, so
-// image embeddings only have to be finite and an image changes nothing but the prompt length. Images are resized to ImageSize, so any image costs (ImageSize/PatchSize)² tokens. ProjectorOptions
-// scales it up to make encoding cost real CPU time.
+// GELU, mm.2 (128 → 128) into the chat model's n_embd, nonzero only on dims 16–124. Weights are seeded noise
+// (±0.05): the chat model reads none of dims 16–124, so image embeddings only have to be finite and an image
+// changes nothing but the prompt length. Images are resized to ImageSize, so any image costs
+// (ImageSize/PatchSize)² tokens. ProjectorOptions scales the encoder up to make encoding cost real CPU time.
 package testmodel

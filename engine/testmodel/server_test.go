@@ -491,7 +491,7 @@ func TestServer(t *testing.T) {
 
 	t.Run("parallel", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{user("weather and files")},
-			"tools": []any{weatherTool, listDirTool()}, "tool_choice": "required", "parallel_tool_calls": true,
+			"tools": []any{weatherTool(), listDirTool()}, "tool_choice": "required", "parallel_tool_calls": true,
 			"max_tokens": 256})
 		// One call: after </tool_call> the model prefers EOS; the lowest-byte tool name wins.
 		wantCall(t, r, "get_weather", `{"city":"."}`)
