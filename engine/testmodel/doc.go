@@ -10,9 +10,10 @@
 //
 // GGUF v3, architecture llama, all F32: n_embd 128, 2 blocks, 4 heads of 32 (so q8_0/q4_0 KV caches work), n_ff
 // 128, context 4096, rope base 1e12. Vocabulary (tokenizer.ggml.model gpt2, pre default, no merges): ids 0–255
-// are the byte tokens (id = byte value, texts by GPT-2's byte-to-unicode table, so "\n" is "Ċ"); 256 <|endoftext|> (control; BOS, padding),
-// 257 <|im_start|> (control), 258 <|im_end|> (control; EOS), 259 <tool_call>, 260 </tool_call>, 261
-// <tool_response>, 262 </tool_response> (user-defined, so they are single tokens even inside message text).
+// are the byte tokens (id = byte value, texts by GPT-2's byte-to-unicode table, so "\n" is "Ċ"); 256
+// <|endoftext|> (control; BOS, padding), 257 <|im_start|> (control), 258 <|im_end|> (control; EOS), 259
+// <tool_call>, 260 </tool_call>, 261 <tool_response>, 262 </tool_response> (user-defined, so they are single
+// tokens even inside message text).
 // add_bos_token is false. With no merges a text costs one token per byte. The chat template is ChatTemplate
 // (ChatML with Hermes tools); llama-server b11669 reports supports_tools and supports_tool_calls and builds its
 // Hermes JSON grammar from it (call start "<tool_call>\n").

@@ -83,7 +83,8 @@ func (o ProjectorOptions) withDefaults() (ProjectorOptions, error) {
 		return o, fmt.Errorf("testmodel: projector PatchSize %d does not divide ImageSize %d", o.PatchSize, o.ImageSize)
 	}
 	if o.EmbeddingLength%o.Heads != 0 {
-		return o, fmt.Errorf("testmodel: projector EmbeddingLength %d is not a multiple of Heads %d", o.EmbeddingLength, o.Heads)
+		return o, fmt.Errorf("testmodel: projector EmbeddingLength %d is not a multiple of Heads %d",
+			o.EmbeddingLength, o.Heads)
 	}
 	if o.Blocks < 2 {
 		// LLaVA's graph runs Blocks−1 blocks; one block would leave an encoder that does nothing.
@@ -92,7 +93,8 @@ func (o ProjectorOptions) withDefaults() (ProjectorOptions, error) {
 	if o.FeedForwardLength == o.EmbeddingLength {
 		// clip.cpp swaps ffn_up and ffn_down of old MLP projectors when ffn_down's rows are n_embd long, which
 		// cannot be told apart from ours when the two sizes are equal.
-		return o, fmt.Errorf("testmodel: projector FeedForwardLength must differ from EmbeddingLength (%d)", o.EmbeddingLength)
+		return o, fmt.Errorf("testmodel: projector FeedForwardLength must differ from EmbeddingLength (%d)",
+			o.EmbeddingLength)
 	}
 	return o, nil
 }
@@ -119,7 +121,8 @@ func projectorModel(opt ProjectorOptions) ([]gguf.KV, []gguf.Tensor, error) {
 	// The weights are built in memory; refuse sizes that would not fit rather than fail on allocation.
 	weights := p2(o.PatchSize)*3*d + d*positions + uint64(o.Blocks)*(4*d*d+2*d*ff) + d*text + text*text
 	if weights > maxProjectorWeights {
-		return nil, nil, fmt.Errorf("testmodel: projector of %d weights exceeds the %d limit", weights, uint64(maxProjectorWeights))
+		return nil, nil, fmt.Errorf("testmodel: projector of %d weights exceeds the %d limit",
+			weights, uint64(maxProjectorWeights))
 	}
 	kv := []gguf.KV{
 		{Key: "general.architecture", Value: "clip"},
