@@ -24,16 +24,17 @@ const (
 	chatRopeBase = 1e12
 )
 
-// Residual-stream dimensions of the context features written by block 0's attention.
+// Residual-stream layout: dims 0–14 are the one-hot preference classes, the last three hold the context
+// features written by block 0's attention.
 const (
-	featOpen = ChatEmbeddingLength - 3 // more <tool_call> than </tool_call> tokens: a call is open
+	featOpen   = ChatEmbeddingLength - 3 // more <tool_call> than </tool_call> tokens: a call is open
+	featTools  = ChatEmbeddingLength - 2 // a <tool_call> token is in the context: tools were offered
+	featResult = ChatEmbeddingLength - 1 // a <tool_response> token is in the context: a tool has answered
 
 	// Image embeddings (the projector's output) live in [imageDimLow, imageDimHigh): no class, no feature and
 	// no weight of the chat model reads them, so an image changes nothing but the token count.
 	imageDimLow  = 16
 	imageDimHigh = featOpen
-	featTools    = ChatEmbeddingLength - 2 // a <tool_call> token is in the context: tools were offered
-	featResult   = ChatEmbeddingLength - 1 // a <tool_response> token is in the context: a tool has answered
 )
 
 // Logit levels of the preference table. Ranks are 10 apart, more than the ≥ 8 that makes llama-server's default
@@ -62,7 +63,8 @@ const (
 	// (opened + closed) over the context: 1/(2n+1) right after the model opens a call in a context holding n
 	// closed ones (2 in the system prompt's instructions, 1 per earlier call). Without a grammar (tool_choice
 	// none) the model must not open a second call after "<tool_call>\n"; that needs openPenalty/(2n+1) ≥ 28 (20
-	// over "H" plus a rank gap), so n ≤ 70: 68 earlier calls. With a grammar the question never arises.
+	// over "H" plus a rank gap), so n ≤ 70 (a little less once the RMS norm shrinks the logits): about 65 earlier
+	// calls. With a grammar the question never arises.
 	openPenalty = 4000
 )
 

@@ -83,8 +83,8 @@
 //     under required it answers "Hi!" and then the grammar forces the call (content "Hi!" plus the call).
 //   - parallel_tool_calls true: still one call (after </tool_call> EOS wins).
 //   - tool_choice none with tools: the server still renders the tools but sets no grammar; the model opens a call,
-//     the open feature turns it back, and the content is "<tool_call>\nHi!" (for up to 68 earlier calls in the
-//     context; see openPenalty).
+//     the open feature turns it back, and the content is "<tool_call>\nHi!" (for up to about 65 earlier calls in
+//     the context; see openPenalty).
 //   - Schema {from: enum [PAR, LON], seats: integer, price: number, window: boolean, tags: [string], pax: {name,
 //     age}} (all required): {"from":"LON","pax":{"age":1,"name":"."},"price":1,"seats":1,"tags":["."],
 //     "window":true} (the server re-encodes arguments with sorted keys). An object with only optional properties
