@@ -89,6 +89,8 @@
 //     age}} (all required): {"from":"LON","pax":{"age":1,"name":"."},"price":1,"seats":1,"tags":["."],
 //     "window":true} (the server re-encodes arguments with sorted keys). An object with only optional properties
 //     gets its first one: {"path":"."}.
+//   - response_format json_schema {answer: string, n: integer} (required): {"answer":".","n":1}; json_object:
+//     {".":"."}; a GBNF grammar root ::= "yes" | "no": "no".
 //   - An image (16×16 PNG as a data-URI image_url part) adds ProjectorOptions.ImageTokens() = 16 prompt tokens
 //     and the answer is still "Hi!".
 //

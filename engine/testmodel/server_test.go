@@ -536,6 +536,20 @@ func TestServer(t *testing.T) {
 		wantCall(t, r, "list_dir", `{"path":"."}`)
 	})
 
+	t.Run("response_format", func(t *testing.T) {
+		schema := object(map[string]any{"answer": map[string]any{"type": "string"},
+			"n": map[string]any{"type": "integer"}}, "answer", "n")
+		r := s.chat(t, map[string]any{"messages": []any{user("answer")}, "max_tokens": 64,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"schema": schema}}})
+		wantAnswer(t, r, `{"answer":".","n":1}`)
+	})
+
+	t.Run("grammar", func(t *testing.T) {
+		r := s.chat(t, map[string]any{"messages": []any{user("yes or no?")}, "max_tokens": 8,
+			"grammar": `root ::= "yes" | "no"`})
+		wantAnswer(t, r, "no") // neither is ranked: the lower byte wins
+	})
+
 	t.Run("image", func(t *testing.T) { checkImage(t, s, ProjectorOptions{}) })
 
 	if t.Failed() {
