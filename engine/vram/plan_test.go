@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/engine/gguf"
-	"github.com/visorhq/visor/engine/vram/internal/testmodel"
+	"github.com/visorhq/visor/engine/modelgen"
 )
 
 // blogFiles writes header-only GGUFs of Qwen3.6-35B-A3B and its projector (sparse: no disk space).
@@ -20,11 +20,11 @@ func blogFiles(t testing.TB) (model, mmproj string) {
 	t.Helper()
 	dir := t.TempDir()
 	model, mmproj = filepath.Join(dir, "qwen3.6-35b-a3b.gguf"), filepath.Join(dir, "mmproj.gguf")
-	kv, ts := testmodel.Qwen36()
+	kv, ts := modelgen.Qwen36()
 	if err := gguf.WriteFile(model, kv, ts); err != nil {
 		t.Fatal(err)
 	}
-	kv, ts = testmodel.QwenVLProjector()
+	kv, ts = modelgen.QwenVLProjector()
 	if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
 		t.Fatal(err)
 	}

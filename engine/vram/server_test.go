@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,32 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/gguf"
-	"github.com/visorhq/visor/engine/vram/internal/testmodel"
+	"github.com/visorhq/visor/engine/modelgen"
 )
 
-// findServer locates llama-server as visor does: $VISOR_LLAMA_SERVER, $PATH, then the installed engine.
-func findServer(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("VISOR_LLAMA_SERVER"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("llama-server"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	if p := filepath.Join(home, ".cache", "visor", "engine", "bin", "llama-server"); fileExists(p) {
-		return p
-	}
-	msg := "llama-server not found ($VISOR_LLAMA_SERVER, $PATH, ~/.cache/visor/engine/bin): run scripts/install-engine.sh"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 var (
 	reKV    = regexp.MustCompile(`llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells`)
@@ -145,29 +123,29 @@ func within(t *testing.T, what string, planned, served, tol float64) {
 // TestAgainstLlamaServer generates llama models of several shapes and checks the planner's KV cache and weight
 // sizes against what the real llama-server allocates on the CPU, within 2%.
 func TestAgainstLlamaServer(t *testing.T) {
-	bin := findServer(t)
+	bin := enginetest.Binary(t)
 	tok, err := gguf.Open(storiesPath)
 	if err != nil {
 		t.Skipf("tokenizer source %s: %v", storiesPath, err)
 	}
 	dir := t.TempDir()
 	cases := []struct {
-		shape testmodel.LlamaShape
+		shape modelgen.LlamaShape
 		ctx   int
 		k, v  string
 	}{
-		{testmodel.LlamaShape{Embd: 256, Layers: 4, Heads: 4, HeadsKV: 2, FF: 768, Ctx: 8192, Type: gguf.TypeF32}, 1000, "f16", "f16"},
-		{testmodel.LlamaShape{Embd: 256, Layers: 4, Heads: 4, HeadsKV: 2, FF: 768, Ctx: 8192, Type: gguf.TypeF32}, 8192, "q8_0", "q8_0"},
-		{testmodel.LlamaShape{Embd: 512, Layers: 6, Heads: 8, HeadsKV: 8, FF: 1408, Ctx: 32768, Type: gguf.TypeF16}, 20000, "q4_0", "q4_0"},
-		{testmodel.LlamaShape{Embd: 512, Layers: 6, Heads: 8, HeadsKV: 8, FF: 1408, Ctx: 32768, Type: gguf.TypeF16}, 32768, "q8_0", "f16"},
-		{testmodel.LlamaShape{Embd: 768, Layers: 3, Heads: 12, HeadsKV: 4, FF: 2048, Ctx: 16384, Type: gguf.TypeF16}, 4096, "f16", "q4_0"},
-		{testmodel.LlamaShape{Embd: 768, Layers: 3, Heads: 12, HeadsKV: 1, FF: 2048, Ctx: 16384, Type: gguf.TypeF32}, 16384, "bf16", "bf16"},
+		{modelgen.LlamaShape{Embd: 256, Layers: 4, Heads: 4, HeadsKV: 2, FF: 768, Ctx: 8192, Type: gguf.TypeF32}, 1000, "f16", "f16"},
+		{modelgen.LlamaShape{Embd: 256, Layers: 4, Heads: 4, HeadsKV: 2, FF: 768, Ctx: 8192, Type: gguf.TypeF32}, 8192, "q8_0", "q8_0"},
+		{modelgen.LlamaShape{Embd: 512, Layers: 6, Heads: 8, HeadsKV: 8, FF: 1408, Ctx: 32768, Type: gguf.TypeF16}, 20000, "q4_0", "q4_0"},
+		{modelgen.LlamaShape{Embd: 512, Layers: 6, Heads: 8, HeadsKV: 8, FF: 1408, Ctx: 32768, Type: gguf.TypeF16}, 32768, "q8_0", "f16"},
+		{modelgen.LlamaShape{Embd: 768, Layers: 3, Heads: 12, HeadsKV: 4, FF: 2048, Ctx: 16384, Type: gguf.TypeF16}, 4096, "f16", "q4_0"},
+		{modelgen.LlamaShape{Embd: 768, Layers: 3, Heads: 12, HeadsKV: 1, FF: 2048, Ctx: 16384, Type: gguf.TypeF32}, 16384, "bf16", "bf16"},
 	}
 	for i, c := range cases {
 		name := fmt.Sprintf("e%d_l%d_kv%d_c%d_%s_%s", c.shape.Embd, c.shape.Layers, c.shape.HeadsKV, c.ctx, c.k, c.v)
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("m%d.gguf", i))
-			kv, ts, err := testmodel.Llama(c.shape, tok)
+			kv, ts, err := modelgen.Llama(c.shape, tok)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +177,7 @@ func TestHybridAgainstLlamaServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a 17 GB sparse model (about 20 s)")
 	}
-	bin := findServer(t)
+	bin := enginetest.Binary(t)
 	model, _ := blogFiles(t)
 	o := blogOptions()
 	res, err := PlanFiles(context.Background(), FileOptions{Model: model, GPU: "64GiB", Options: o})

@@ -28,7 +28,7 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/engine/vram"
-	vtm "github.com/visorhq/visor/engine/vram/internal/testmodel"
+	vtm "github.com/visorhq/visor/engine/modelgen"
 )
 
 type shape struct {

@@ -1,6 +1,6 @@
-// Package testmodel builds GGUF files for planner tests and the GPU check: header-only (sparse) copies of real
+// Package modelgen builds GGUF files for tests and the GPU check: header-only (sparse) copies of real
 // models' shapes, and small random llama models a real llama-server loads.
-package testmodel
+package modelgen
 
 import (
 	"fmt"
@@ -180,7 +180,7 @@ type LlamaShape struct {
 func Llama(s LlamaShape, tok *gguf.File) ([]gguf.KV, []gguf.Tensor, error) {
 	tokens, ok := tok.Strings("tokenizer.ggml.tokens")
 	if !ok {
-		return nil, nil, fmt.Errorf("testmodel: %s has no tokenizer.ggml.tokens to copy", tok.Name)
+		return nil, nil, fmt.Errorf("modelgen: %s has no tokenizer.ggml.tokens to copy", tok.Name)
 	}
 	vocab := uint64(len(tokens))
 	kv := []gguf.KV{
