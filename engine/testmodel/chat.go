@@ -8,6 +8,9 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 )
 
+// Answer is what the chat model says whenever it does not call a tool.
+const Answer = "Hi!"
+
 // Shape of the chat model. n_embd holds one dimension per preference class (one-hot embeddings), the three
 // context features and a band for image embeddings; the projector's output must match it. Heads are 32 wide
 // because llama.cpp's quantized KV caches (q8_0, q4_0: blocks of 32) need the head size to be a multiple of 32.

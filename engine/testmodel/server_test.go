@@ -413,7 +413,7 @@ func TestServer(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		// Default sampling (no temperature, random seed): the logit gaps make it greedy anyway.
 		for range 3 {
-			wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 32}), "Hi!")
+			wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 32}), Answer)
 		}
 	})
 
@@ -421,7 +421,7 @@ func TestServer(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{
 			map[string]any{"role": "system", "content": "You are terse."}, user("hello"),
 		}, "max_tokens": 32})
-		wantAnswer(t, r, "Hi!")
+		wantAnswer(t, r, Answer)
 	})
 
 	t.Run("required", func(t *testing.T) {
@@ -462,20 +462,20 @@ func TestServer(t *testing.T) {
 	t.Run("auto answers after result", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "auto",
 			"max_tokens": 128})
-		wantAnswer(t, r, "Hi!")
+		wantAnswer(t, r, Answer)
 	})
 
 	t.Run("auto stream answers after result", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 128,
 			"stream": true})
-		wantAnswer(t, r, "Hi!")
+		wantAnswer(t, r, Answer)
 	})
 
 	t.Run("required after result", func(t *testing.T) {
 		// The model would answer, so the answer comes first and the grammar then forces the call.
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "required",
 			"max_tokens": 128})
-		if r.finish != "tool_calls" || r.content != "Hi!" || len(r.calls) != 1 ||
+		if r.finish != "tool_calls" || r.content != Answer || len(r.calls) != 1 ||
 			r.calls[0].Function.Arguments != `{"path":"."}` {
 			t.Errorf("got %+v, want content Hi! and one list_dir call", r)
 		}
@@ -486,7 +486,7 @@ func TestServer(t *testing.T) {
 		// feature turns it back to the answer.
 		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
 			"tools": []any{listDirTool()}, "tool_choice": "none", "max_tokens": 128})
-		wantAnswer(t, r, "<tool_call>\nHi!")
+		wantAnswer(t, r, "<tool_call>\n"+Answer)
 	})
 
 	t.Run("parallel", func(t *testing.T) {
@@ -567,8 +567,8 @@ func checkImage(t *testing.T, s *server, opt ProjectorOptions) {
 		"content": []any{text}}}, "max_tokens": 16})
 	with := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
 		"content": []any{text, img}}}, "max_tokens": 16})
-	wantAnswer(t, without, "Hi!")
-	wantAnswer(t, with, "Hi!")
+	wantAnswer(t, without, Answer)
+	wantAnswer(t, with, Answer)
 	tokens, err := opt.ImageTokens()
 	if err != nil {
 		t.Fatal(err)
@@ -602,7 +602,7 @@ func TestServerQuantizedKV(t *testing.T) {
 		t.Skip("starts llama-server")
 	}
 	s := startServer(t, ProjectorOptions{}, "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0")
-	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 16}), "Hi!")
+	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 16}), Answer)
 	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool()},
 		"max_tokens": 64})
 	wantCall(t, r, "list_dir", `{"path":"."}`)
@@ -615,7 +615,7 @@ func TestServerQuantizedKV(t *testing.T) {
 		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
 	}
 	wantAnswer(t, s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 64}),
-		"Hi!")
+		Answer)
 	if t.Failed() {
 		t.Logf("llama-server log:\n%s", s.log)
 	}

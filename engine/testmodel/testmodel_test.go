@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -227,6 +228,8 @@ func text(tokens []int) string {
 			b.WriteString("<|im_end|>")
 		case t == TokenToolCall:
 			b.WriteString("<tool_call>")
+		case t == TokenToolCallEnd:
+			b.WriteString("</tool_call>")
 		default:
 			b.WriteString("<special>")
 		}
@@ -237,17 +240,17 @@ func text(tokens []int) string {
 // TestPreferences checks the decisions the package doc describes, on the weights as written.
 func TestPreferences(t *testing.T) {
 	w := outputWeights(t)
-	if got := text(greedy(t, w, '\n', 0, 0, 0, 10)); got != "Hi!<|im_end|>" {
+	if got := text(greedy(t, w, '\n', 0, 0, 0, 10)); got != Answer+"<|im_end|>" {
 		t.Errorf("plain chat decodes %q, want Hi!<|im_end|>", got)
 	}
-	if got := text(greedy(t, w, '\n', 1, 1, 0, 10)); got != "Hi!<|im_end|>" {
+	if got := text(greedy(t, w, '\n', 1, 1, 0, 10)); got != Answer+"<|im_end|>" {
 		t.Errorf("after a tool result decodes %q, want Hi!<|im_end|>", got)
 	}
 	if got := text(greedy(t, w, '\n', 1, 0, 0, 1)); got != "<tool_call>" {
 		t.Errorf("with tools and no result the turn starts %q, want <tool_call>", got)
 	}
 	// An open call in a context with 68 closed ones (2 from the system prompt): the open-call feature is 1/137.
-	if got := text(greedy(t, w, '\n', 1, 0, 1.0/137, 10)); got != "Hi!<|im_end|>" {
+	if got := text(greedy(t, w, '\n', 1, 0, 1.0/137, 10)); got != Answer+"<|im_end|>" {
 		t.Errorf("inside an open call without a grammar decodes %q, want Hi!<|im_end|>", got)
 	}
 
@@ -307,6 +310,182 @@ func TestProjectorOptions(t *testing.T) {
 	} {
 		if err := WriteProjector(&bytes.Buffer{}, bad); err == nil {
 			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+// forward is a plain reimplementation of llama.cpp's llama forward pass for this model (RMS norm, attention with
+// causal softmax, SwiGLU MLP, final norm and output), without RoPE: every nonzero q and k entry sits on the last
+// rotary pair, which the rope base of 1e12 turns by less than 1e-7 rad over the context. It checks the wiring
+// offline, where llama-server is not installed.
+type forward struct {
+	w map[string][]float32
+}
+
+func newForward(t *testing.T) *forward {
+	t.Helper()
+	_, tensors, err := chatModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forward{w: map[string][]float32{}}
+	for _, ts := range tensors {
+		n := (gguf.TensorInfo{Shape: ts.Shape, Type: ts.Type}).Elements()
+		v := make([]float32, n)
+		for i := range v {
+			if ts.Data != nil {
+				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(ts.Data[4*i:]))
+			}
+		}
+		f.w[ts.Name] = v
+	}
+	return f
+}
+
+func rmsNorm(x []float64, w []float32) []float64 {
+	var ss float64
+	for _, v := range x {
+		ss += v * v
+	}
+	s := 1 / math.Sqrt(ss/float64(len(x))+chatRMSEpsilon)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v * s * float64(w[i])
+	}
+	return out
+}
+
+// matVec multiplies a GGUF matrix of shape [in, out] (rows of length in) by x.
+func matVec(w []float32, x []float64, out int) []float64 {
+	in := len(x)
+	y := make([]float64, out)
+	for o := range out {
+		for i, v := range x {
+			y[o] += float64(w[o*in+i]) * v
+		}
+	}
+	return y
+}
+
+// logits returns the next-token logits after tokens.
+func (f *forward) logits(tokens []int) []float64 {
+	const d = ChatEmbeddingLength
+	xs := make([][]float64, len(tokens))
+	for p, tok := range tokens {
+		x := make([]float64, d)
+		for i := range d {
+			x[i] = float64(f.w["token_embd.weight"][tok*d+i])
+		}
+		xs[p] = x
+	}
+	for b := range chatBlocks {
+		pre := fmt.Sprintf("blk.%d.", b)
+		qs, ks, vs := make([][]float64, len(xs)), make([][]float64, len(xs)), make([][]float64, len(xs))
+		for p, x := range xs {
+			n := rmsNorm(x, f.w[pre+"attn_norm.weight"])
+			qs[p], ks[p], vs[p] = matVec(f.w[pre+"attn_q.weight"], n, d), matVec(f.w[pre+"attn_k.weight"], n, d),
+				matVec(f.w[pre+"attn_v.weight"], n, d)
+		}
+		for p := range xs {
+			attn := make([]float64, d)
+			for h := range chatHeads {
+				lo, hi := h*chatHeadDim, (h+1)*chatHeadDim
+				scores := make([]float64, p+1)
+				maxScore := math.Inf(-1)
+				for j := 0; j <= p; j++ {
+					for i := lo; i < hi; i++ {
+						scores[j] += qs[p][i] * ks[j][i]
+					}
+					scores[j] /= math.Sqrt(chatHeadDim)
+					maxScore = math.Max(maxScore, scores[j])
+				}
+				var sum float64
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - maxScore)
+					sum += scores[j]
+				}
+				for j := range scores {
+					for i := lo; i < hi; i++ {
+						attn[i] += scores[j] / sum * vs[j][i]
+					}
+				}
+			}
+			out := matVec(f.w[pre+"attn_output.weight"], attn, d)
+			for i := range d {
+				xs[p][i] += out[i]
+			}
+			n := rmsNorm(xs[p], f.w[pre+"ffn_norm.weight"])
+			gate := matVec(f.w[pre+"ffn_gate.weight"], n, chatFeedForward)
+			up := matVec(f.w[pre+"ffn_up.weight"], n, chatFeedForward)
+			for i := range gate {
+				gate[i] = gate[i] / (1 + math.Exp(-gate[i])) * up[i]
+			}
+			down := matVec(f.w[pre+"ffn_down.weight"], gate, d)
+			for i := range d {
+				xs[p][i] += down[i]
+			}
+		}
+	}
+	last := rmsNorm(xs[len(xs)-1], f.w["output_norm.weight"])
+	return matVec(f.w["output.weight"], last, VocabSize)
+}
+
+// tokenize splits text into special tokens and bytes, as llama.cpp does for this vocabulary.
+func tokenize(text string) []int {
+	specials := map[string]int{"<|endoftext|>": TokenEndOfText, "<|im_start|>": TokenIMStart,
+		"<|im_end|>": TokenIMEnd, "<tool_call>": TokenToolCall, "</tool_call>": TokenToolCallEnd,
+		"<tool_response>": TokenToolResponse, "</tool_response>": TokenToolResponseEnd}
+	var out []int
+	for len(text) > 0 {
+		matched := false
+		for s, id := range specials {
+			if strings.HasPrefix(text, s) {
+				out, text, matched = append(out, id), text[len(s):], true
+				break
+			}
+		}
+		if !matched {
+			out, text = append(out, int(text[0])), text[1:]
+		}
+	}
+	return out
+}
+
+// TestForward decodes greedily, without a grammar, through the whole network: the features come from real
+// attention over real prompts rendered the way ChatTemplate renders them.
+func TestForward(t *testing.T) {
+	f := newForward(t)
+	const tools = "<|im_start|>system\n# Tools\n\n<tools>\n{}\n</tools>\n\ninside <tool_call></tool_call> tags:\n" +
+		"<tool_call>\n{\"name\": <function-name>}\n</tool_call><|im_end|>\n"
+	const ask = "<|im_start|>user\nls<|im_end|>\n"
+	const call = "<|im_start|>assistant\n<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {\"path\":\".\"}}\n" +
+		"</tool_call><|im_end|>\n"
+	const result = "<|im_start|>user\n<tool_response>\na.txt\n</tool_response><|im_end|>\n"
+	const gen = "<|im_start|>assistant\n"
+	for _, c := range []struct{ name, prompt, want string }{
+		{"no tools", ask + gen, Answer + "<|im_end|>"},
+		// Without a grammar (tool_choice none) the call opens and the open feature turns it back to the answer.
+		{"tools", tools + ask + gen, "<tool_call>\n" + Answer + "<|im_end|>"},
+		{"after result", tools + ask + call + result + gen, Answer + "<|im_end|>"},
+		{"next turn", tools + ask + call + result + gen + Answer + "<|im_end|>\n" + ask + gen, Answer + "<|im_end|>"},
+	} {
+		tokens := tokenize(c.prompt)
+		var got []int
+		for range 12 {
+			l := f.logits(tokens)
+			best := 0
+			for tok, v := range l {
+				if v > l[best] {
+					best = tok
+				}
+			}
+			got, tokens = append(got, best), append(tokens, best)
+			if best == TokenIMEnd {
+				break
+			}
+		}
+		if s := text(got); s != c.want {
+			t.Errorf("%s: decoded %q, want %q", c.name, s, c.want)
 		}
 	}
 }
