@@ -21,7 +21,9 @@ import (
 
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/modelgen"
 )
 
 func stories(t *testing.T) string { return enginetest.SharedModel(t, "stories260K.gguf") }
@@ -313,4 +315,45 @@ func TestNoOrphanWhenVisorIsKilled(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	waitGone(t, pid, 5*time.Second)
+}
+
+// TestHealthWhileLoading starts a server on a model big enough (200 MB, sparse on disk, read without mmap) that
+// it answers /health with 503 for a while; the supervisor must report loading, then ready.
+func TestHealthWhileLoading(t *testing.T) {
+	bin := enginetest.Binary(t)
+	tok, err := gguf.Open(stories(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, ts, err := modelgen.Llama(modelgen.LlamaShape{Embd: 1024, Layers: 8, Heads: 16, HeadsKV: 16, FF: 2816,
+		Ctx: 512, Type: gguf.TypeF16}, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(t.TempDir(), "big.gguf")
+	if err := gguf.WriteFile(model, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var states []llamacpp.State
+	var loadingSeen, readySeen time.Time
+	s := enginetest.Start(t, llamacpp.Config{Binary: bin, Model: model, Ctx: 256, Parallel: 1,
+		ExtraArgs: []string{"--load-mode", "none"},
+		OnState: func(st llamacpp.State) {
+			mu.Lock()
+			defer mu.Unlock()
+			states = append(states, st)
+			switch st {
+			case llamacpp.StateLoading:
+				loadingSeen = time.Now()
+			case llamacpp.StateReady:
+				readySeen = time.Now()
+			}
+		}})
+	mu.Lock()
+	defer mu.Unlock()
+	if loadingSeen.IsZero() || readySeen.Before(loadingSeen) || s.State() != llamacpp.StateReady {
+		t.Fatalf("states %v: want loading (HTTP 503) before ready", states)
+	}
+	t.Logf("loading for %s", readySeen.Sub(loadingSeen))
 }
