@@ -20,7 +20,6 @@ import (
 	"github.com/visorhq/visor/engine/modelgen"
 )
 
-
 var (
 	reKV    = regexp.MustCompile(`llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells`)
 	reModel = regexp.MustCompile(`load_tensors:\s+(\S+) model buffer size =\s*([\d.]+) MiB`)

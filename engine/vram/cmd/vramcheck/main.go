@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/gguf"
+	vtm "github.com/visorhq/visor/engine/modelgen"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/engine/vram"
-	vtm "github.com/visorhq/visor/engine/modelgen"
 )
 
 type shape struct {
