@@ -92,6 +92,14 @@ func openEngine(ctx context.Context, e engineFlags, stderr io.Writer, logger *sl
 		return nil, errors.New("no model: pass --model FILE.gguf (with --mmproj FILE for images) or --endpoint URL; " +
 			"`visor demo` runs without a model of your own")
 	}
+	if c, st, ok := findServed(ctx, e); ok {
+		p, err := llamacpp.ReadProps(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "reusing the engine `visor serve` (pid %d) runs at %s\n", st.VisorPID, st.URL)
+		return &engineConn{client: c, props: p, model: e.model}, nil
+	}
 	logDir := filepath.Join(llamacpp.InstallDir(), "logs")
 	_ = os.MkdirAll(logDir, 0o755)
 	start := time.Now()

@@ -19,6 +19,7 @@ const usage = `visor — an agent runtime for local models on llama-server
 usage:
   visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
   visor demo                         run the demo agent on visor's tiny generated model
+  visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
   visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json] < output.txt
   visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
   visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB] [--ctx N] [--cache-type q4_0] [--json]
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "ask":
 		return cmdAsk(ctx, args[1:], stdout, stderr, logger)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr, logger)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr, logger)
 	case "toolcalls":

@@ -182,3 +182,47 @@ func BenchmarkAskFirstToken(b *testing.B) {
 	b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "ms-to-first-token")
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-total")
 }
+
+func TestServeIsReusedByAsk(t *testing.T) {
+	enginetest.Binary(t)
+	t.Setenv("VISOR_ENGINE_DIR", t.TempDir()) // run files go under the engine dir; keep them private to the test
+	t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
+	chat, _, err := testmodel.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var serveOut, serveErr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--model", chat}, strings.NewReader(""), &serveOut, &serveErr)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(runDir(), "*.json"))
+		if len(files) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve never advertised itself: %s %s", serveOut.String(), serveErr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, errOut, err := visor(t, "ask", "hi", "--model", chat, "--no-store")
+	if err != nil || !strings.Contains(errOut, "reusing the engine") || strings.Contains(errOut, "loading") ||
+		strings.TrimSpace(out) != "Hi!" {
+		t.Fatalf("ask did not reuse the served engine: %v\n%s\n%s", err, out, errOut)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(runDir(), "*.json")); len(files) != 0 {
+		t.Fatalf("serve left its run file behind: %v", files)
+	}
+	// Without the server, ask starts its own engine again.
+	if _, errOut, err := visor(t, "ask", "hi", "--model", chat, "--no-store"); err != nil || strings.Contains(errOut, "reusing") {
+		t.Fatalf("after serve stopped: %v %s", err, errOut)
+	}
+}
