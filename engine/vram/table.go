@@ -81,6 +81,18 @@ func (r Result) WriteTable(w io.Writer) error {
 		}
 		ew.printf("\n               llama-server %s\n", strings.Join(p.Args, " "))
 	}
+	// The recommendation is what `--plan auto` starts first, so the user sees the command before it runs.
+	if rec, ok := r.Recommended(); ok {
+		reduced := ""
+		if !rec.Fits {
+			reduced = fmt.Sprintf(", reduced from %d", rec.Ctx)
+		}
+		ew.printf("\nrecommended: %s (ctx %d%s)\n               llama-server %s\n", rec.Mode, rec.LaunchCtx(), reduced,
+			strings.Join(rec.Args, " "))
+	} else {
+		ew.printf("\nrecommended: none: no mode fits at %d tokens or more; free GPU memory, lower the context, "+
+			"quantise the KV cache (-ctk/-ctv q8_0) or use a smaller model file\n", MinUsefulCtx)
+	}
 	for _, n := range r.Notes {
 		ew.printf("note: %s\n", n)
 	}

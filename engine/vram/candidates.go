@@ -1,0 +1,71 @@
+package vram
+
+// MinUsefulCtx is the smallest reduced context worth launching: below it an agent's system prompt and tool list
+// alone fill the window, so failing at launch (with the plan's advice) beats a server that fails on every turn.
+const MinUsefulCtx = 4096
+
+// preference ranks the modes for launch, best first:
+//
+//  1. resident: vision and MTP both on the GPU, nothing given up;
+//  2. mtp-swap: still vision and MTP, paying a short swap only on turns that carry a new image;
+//  3. vision-cpu: keeps MTP's decode speed for text and keeps vision, but image encodes run on the CPU (slow);
+//  4. vision-no-mtp: keeps fast image encodes but gives up speculation, so every token is slower (engine-notes
+//     §4: 136 vs 251 t/s for Gemma 4 26B), which costs more in an agent loop than the occasional slow encode;
+//  5. text-only: loses vision, which is given up last because a model that cannot see breaks image tasks
+//     outright rather than making them slower.
+var preference = map[Mode]int{ModeResident: 0, ModeSwap: 1, ModeVisionCPU: 2, ModeVisionNoMTP: 3, ModeTextOnly: 4}
+
+// LaunchCtx is the context p's Args start the server with: the requested one when the mode fits, otherwise the
+// largest that fits (0 when none does).
+func (p ModePlan) LaunchCtx() int {
+	if p.Fits {
+		return p.Ctx
+	}
+	return p.MaxCtx
+}
+
+// Candidates returns the modes to try at launch, best first: every available mode that fits at the requested
+// context, in the preference order above, then every available mode that fits only at a reduced context (at
+// least MinUsefulCtx; its Args already use MaxCtx), in the same order. Keeping the context the user asked for
+// comes before keeping a mode's features, because a shorter window silently truncates long tasks while a slower
+// or text-only mode fails visibly. Unavailable modes (mtp-swap on an upstream server) are never candidates.
+// The list is empty when nothing fits; the launcher then has nothing to try and should show the plan.
+func (r Result) Candidates() []ModePlan {
+	var full, reduced []ModePlan
+	for _, p := range r.Modes {
+		switch {
+		case !p.Available:
+		case p.Fits:
+			full = append(full, p)
+		case p.MaxCtx >= MinUsefulCtx:
+			reduced = append(reduced, p)
+		}
+	}
+	sortByPreference(full)
+	sortByPreference(reduced)
+	return append(full, reduced...)
+}
+
+// Recommended is the first candidate: the mode visor starts with under --plan auto.
+func (r Result) Recommended() (ModePlan, bool) {
+	c := r.Candidates()
+	if len(c) == 0 {
+		return ModePlan{}, false
+	}
+	return c[0], true
+}
+
+// sortByPreference is an insertion sort: at most five modes, and stable for modes the table does not rank.
+func sortByPreference(ps []ModePlan) {
+	rank := func(m Mode) int {
+		if r, ok := preference[m]; ok {
+			return r
+		}
+		return len(preference)
+	}
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && rank(ps[j].Mode) < rank(ps[j-1].Mode); j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
