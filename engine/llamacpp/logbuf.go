@@ -73,6 +73,12 @@ func explain(lines []string) []string {
 	var out []string
 	for _, l := range lines {
 		ll := strings.ToLower(l)
+		// Allocation failures are kept even when worded without the keys ("insufficient memory", "what():
+		// std::bad_alloc"), because IsOOM decides the fallback from these lines.
+		if oomLine(l) {
+			out = append(out, strings.TrimSpace(l))
+			continue
+		}
 		for _, k := range keys {
 			if strings.Contains(ll, k) {
 				out = append(out, strings.TrimSpace(l))

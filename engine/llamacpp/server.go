@@ -33,10 +33,14 @@ type Config struct {
 	GPULayers  string // -ngl (a number, "auto" or "all")
 	Threads    int    // -t
 	Alias      string // --alias, the model name the API reports
-	ExtraArgs  []string
-	Host       string // default 127.0.0.1
-	Port       int    // 0 picks a free port
-	Env        []string
+	// Args, when set, are llama-server's arguments as they are (a plan's argument list, which already names the
+	// model, context and placement); visor adds only --host/--port before them and --alias, -t and ExtraArgs
+	// after. The typed fields Args would duplicate (Model through GPULayers) must then be empty.
+	Args      []string
+	ExtraArgs []string
+	Host      string // default 127.0.0.1
+	Port      int    // 0 picks a free port
+	Env       []string
 
 	LogFile string        // every server log line is appended here when set
 	OnLog   func(string)  // observer for each log line (e.g. progress in the CLI)
@@ -45,13 +49,21 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-// Args returns the llama-server command-line arguments for c, without the binary.
-func (c Config) Args(host string, port int) []string {
+// CommandLine returns the llama-server command-line arguments for c, without the binary.
+func (c Config) CommandLine(host string, port int) []string {
 	a := []string{"--host", host, "--port", strconv.Itoa(port)}
 	add := func(flag, v string) {
 		if v != "" {
 			a = append(a, flag, v)
 		}
+	}
+	if len(c.Args) > 0 {
+		a = append(a, c.Args...)
+		add("--alias", c.Alias)
+		if c.Threads > 0 {
+			add("-t", strconv.Itoa(c.Threads))
+		}
+		return append(a, c.ExtraArgs...)
 	}
 	add("-m", c.Model)
 	add("--mmproj", c.MMProj)
@@ -139,10 +151,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Binary = bin
-	if cfg.Model == "" {
-		return nil, errors.New("llamacpp: no model given: set Config.Model (--model FILE.gguf)")
+	model, mmproj, err := cfg.files()
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range []struct{ what, path string }{{"model", cfg.Model}, {"mmproj", cfg.MMProj}} {
+	// Checked here because llama-server's own message for a missing file is buried in its log.
+	for _, f := range []struct{ what, path string }{{"model", model}, {"mmproj", mmproj}} {
 		if f.path == "" {
 			continue
 		}
@@ -173,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.log = newLogRing(400, s.file, cfg.OnLog)
 
-	cmd := exec.Command(bin, cfg.Args(host, port)...)
+	cmd := exec.Command(bin, cfg.CommandLine(host, port)...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	// Own process group so Stop reaches every child; Pdeathsig so the server dies with visor even on SIGKILL.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -216,6 +230,51 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// files returns the model and projector files cfg would load, from the typed fields or from Args. Setting both
+// Args and a typed field it would duplicate is an error, because one of them would be silently ignored.
+func (c Config) files() (model, mmproj string, err error) {
+	if len(c.Args) == 0 {
+		if c.Model == "" {
+			return "", "", errors.New("llamacpp: no model given: set Config.Model (--model FILE.gguf)")
+		}
+		return c.Model, c.MMProj, nil
+	}
+	typed := []struct {
+		name string
+		set  bool
+	}{{"Model", c.Model != ""}, {"MMProj", c.MMProj != ""}, {"Ctx", c.Ctx != 0}, {"CacheTypeK", c.CacheTypeK != ""},
+		{"CacheTypeV", c.CacheTypeV != ""}, {"SpecType", c.SpecType != ""}, {"Parallel", c.Parallel != 0},
+		{"GPULayers", c.GPULayers != ""}}
+	for _, f := range typed {
+		if f.set {
+			return "", "", fmt.Errorf("llamacpp: Config.%s is set together with Config.Args (%s): "+
+				"put it in Args or leave Args empty", f.name, strings.Join(c.Args, " "))
+		}
+	}
+	hasModel := false
+	for i, a := range c.Args {
+		switch a {
+		case "-m", "--model", "--mmproj", "-hf", "-hfr", "--hf-repo", "-mu", "--model-url":
+		default:
+			continue
+		}
+		if i+1 >= len(c.Args) {
+			return "", "", fmt.Errorf("llamacpp: Config.Args ends with %s but no value: %s", a, strings.Join(c.Args, " "))
+		}
+		switch a {
+		case "-m", "--model":
+			model = c.Args[i+1]
+		case "--mmproj":
+			mmproj = c.Args[i+1]
+		}
+		hasModel = hasModel || a != "--mmproj"
+	}
+	if !hasModel {
+		return "", "", fmt.Errorf("llamacpp: Config.Args name no model (-m FILE.gguf): %s", strings.Join(c.Args, " "))
+	}
+	return model, mmproj, nil
 }
 
 func (s *Server) closeFile() {

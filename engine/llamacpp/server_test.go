@@ -228,6 +228,10 @@ func TestEarlyExitIsExplained(t *testing.T) {
 			if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tc.want)) {
 				t.Fatalf("error does not explain the cause (%q):\n%v", tc.want, err)
 			}
+			// --plan auto falls back to a smaller mode only on out-of-memory; these would fail in every mode.
+			if llamacpp.IsOOM(err) {
+				t.Fatalf("the real server's %s exit was taken for out-of-memory:\n%v", tc.name, err)
+			}
 			if time.Since(start) > 30*time.Second {
 				t.Fatalf("early exit took %s to report", time.Since(start))
 			}
