@@ -44,17 +44,22 @@ var oomBuffer = regexp.MustCompile(`(failed|unable) to allocate .*buffer`)
 // IsOOM reports whether err is a llama-server exit caused by running out of memory (GPU memory, or host memory
 // for the CPU backend and pinned buffers), judged from the log lines the *ExitError carries. Such a failure
 // may go away with a smaller placement; any other failure (bad flag, corrupt model, missing file) will not.
-func IsOOM(err error) bool {
+func IsOOM(err error) bool { return len(OOMLines(err)) > 0 }
+
+// OOMLines returns the allocation-failure lines of err's *ExitError (none when it is not out of memory): the
+// two or three lines worth showing when a mode is given up, out of the dozen an exit's Reason holds.
+func OOMLines(err error) []string {
 	var ee *ExitError
 	if !errors.As(err, &ee) {
-		return false
+		return nil
 	}
+	var out []string
 	for _, l := range ee.Reason {
 		if oomLine(l) {
-			return true
+			out = append(out, l)
 		}
 	}
-	return false
+	return out
 }
 
 func oomLine(line string) bool {

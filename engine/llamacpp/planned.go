@@ -36,13 +36,8 @@ func (e *OOMError) Error() string {
 	fmt.Fprintf(&b, "llama-server ran out of memory in all %d planned modes:", len(e.Tried))
 	for _, t := range e.Tried {
 		fmt.Fprintf(&b, "\n  %s (llama-server %s)", t.Attempt.Name, strings.Join(t.Attempt.Args, " "))
-		var ee *ExitError
-		if errors.As(t.Err, &ee) {
-			for _, l := range oomReason(ee.Reason) {
-				b.WriteString("\n    " + l)
-			}
-		} else {
-			b.WriteString("\n    " + t.Err.Error())
+		for _, l := range OOMLines(t.Err) {
+			b.WriteString("\n    " + l)
 		}
 	}
 	b.WriteString("\nfree GPU memory (close other programs using it), lower the context (-c), quantise the KV cache " +
@@ -56,20 +51,6 @@ func (e *OOMError) Unwrap() []error {
 		errs[i] = t
 	}
 	return errs
-}
-
-// oomReason picks the allocation lines from an exit's reason, so the summary of several attempts stays short.
-func oomReason(reason []string) []string {
-	var out []string
-	for _, l := range reason {
-		if oomLine(l) {
-			out = append(out, l)
-		}
-	}
-	if len(out) == 0 {
-		return reason
-	}
-	return out
 }
 
 // StartPlanned starts llama-server with the first attempt that does not run out of memory. base supplies

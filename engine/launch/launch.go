@@ -1,0 +1,76 @@
+// Package launch starts llama-server from a VRAM plan (`--plan auto`): the plan's candidate modes, best first,
+// each tried until one does not run out of memory. It is the only place that knows both the planner
+// (engine/vram, pure arithmetic) and the supervisor (engine/llamacpp, which runs whatever arguments it is
+// given), so neither depends on the other.
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/vram"
+)
+
+// Attempts turns the plan's candidates (vram.Result.Candidates: modes that fit at the requested context, then
+// modes that fit at a reduced one) into launch attempts, in the same order. Each attempt's name carries the mode
+// and the context it starts with, so a report says what was given up.
+func Attempts(r vram.Result) []llamacpp.Attempt {
+	var out []llamacpp.Attempt
+	for _, p := range r.Candidates() {
+		name := fmt.Sprintf("%s (ctx %d)", p.Mode, p.LaunchCtx())
+		if !p.Fits {
+			name = fmt.Sprintf("%s (ctx %d, reduced from %d)", p.Mode, p.LaunchCtx(), p.Ctx)
+		}
+		out = append(out, llamacpp.Attempt{Name: name, Args: append([]string(nil), p.Args...)})
+	}
+	return out
+}
+
+// Start starts llama-server in the best mode of plan r that does not run out of memory: it is
+// llamacpp.StartPlanned(ctx, base, Attempts(r), report), with an error that shows the budget when no mode fits
+// at all. base carries the binary, alias, threads, ExtraArgs, log file and observers, and no model or launch
+// fields (the plan's arguments name them). report (nil, or Reporter's) hears about each mode given up.
+func Start(ctx context.Context, base llamacpp.Config, r vram.Result, report func(llamacpp.Attempt, error)) (*llamacpp.Server, llamacpp.Attempt, error) {
+	attempts := Attempts(r)
+	if len(attempts) == 0 {
+		var b strings.Builder
+		if err := r.WriteTable(&b); err != nil {
+			return nil, llamacpp.Attempt{}, fmt.Errorf("launch: no mode of the plan fits: %w", err)
+		}
+		return nil, llamacpp.Attempt{}, fmt.Errorf("launch: no mode of the plan for %s fits in %d MiB of %s "+
+			"(at %d tokens or more): free GPU memory, lower --ctx, quantise the KV cache or use a smaller model file\n%s",
+			r.Model.Path, r.Usable/vram.MiB, r.GPU.Name, vram.MinUsefulCtx, b.String())
+	}
+	s, a, err := llamacpp.StartPlanned(ctx, base, attempts, report)
+	if err != nil {
+		return nil, a, fmt.Errorf("launch: %w", err)
+	}
+	return s, a, nil
+}
+
+// Reporter returns a report callback that tells the user, on w, which mode ran out of memory and why:
+//
+//	visor: llama-server ran out of memory in mode resident (ctx 213504, reduced from 262144); trying the next mode
+//	  ggml_vulkan: Device memory allocation of size 1037832192 failed.
+//	  ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory
+//	  full log: /path/llama-server.log
+//
+// Write errors are ignored: a report that cannot be printed must not stop the launch.
+func Reporter(w io.Writer) func(llamacpp.Attempt, error) {
+	return func(a llamacpp.Attempt, err error) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "visor: llama-server ran out of memory in mode %s; trying the next mode\n", a.Name)
+		for _, l := range llamacpp.OOMLines(err) {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+		var ee *llamacpp.ExitError
+		if errors.As(err, &ee) && ee.LogFile != "" {
+			fmt.Fprintf(&b, "  full log: %s\n", ee.LogFile)
+		}
+		_, _ = io.WriteString(w, b.String())
+	}
+}
