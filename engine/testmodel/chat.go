@@ -27,7 +27,7 @@ const (
 	chatRopeBase = 1e12
 )
 
-// Residual-stream layout: dims 0–14 are the one-hot preference classes, the last three hold the context
+// Residual-stream layout: dims 0–15 are the one-hot preference classes, the last three hold the context
 // features written by block 0's attention.
 const (
 	featOpen   = ChatEmbeddingLength - 3 // more <tool_call> than </tool_call> tokens: a call is open
@@ -64,11 +64,26 @@ const (
 	toolCallAfterAnswer = -40
 	// openPenalty times the open-call feature is taken from <tool_call>. The feature is (opened − closed) /
 	// (opened + closed) over the context: 1/(2n+1) right after the model opens a call in a context holding n
-	// closed ones (2 in the system prompt's instructions, 1 per earlier call). Without a grammar (tool_choice
-	// none) the model must not open a second call after "<tool_call>\n"; that needs openPenalty/(2n+1) ≥ 28 (20
-	// over "H" plus a rank gap), so n ≤ 70 (a little less once the RMS norm shrinks the logits): about 65 earlier
-	// calls. With a grammar the question never arises.
+	// closed ones (2 in the system prompt's instructions, 1 per earlier call). Without a grammar (raw mode,
+	// tool_choice none) the model must not open a second call after "<tool_call>\n": the penalty keeps
+	// <tool_call> below "H" there for n ≤ about 70, and below the call body (which callBodyBoost lifts twice as
+	// fast) for every n where the body wins at all. With a grammar the question never arises.
 	openPenalty = 4000
+
+	// callBodyAfterNewline is TokenCallBody's base logit after "\n": below "{" (0), so a JSON answer
+	// (response_format) starts byte by byte, and far below "H" (10). callBodyBoost times the open-call feature
+	// lifts it: right after the model's "<tool_call>\n" in a context holding n closed calls the feature is
+	// 1/(2n+1), and the body must beat "H" (10) by a rank gap of 8 after the RMS norm has shrunk the logits by up
+	// to 6% (tools and result features on): callBodyBoost/(2n+1) ≥ 48.5, so n ≤ 81, 79 earlier calls besides
+	// the system prompt's 2 examples. Without a grammar the model then writes the whole call; with one, the
+	// grammar decides (see CallBody).
+	callBodyAfterNewline = -30
+	callBodyBoost        = 8000
+	// callBodyElsewhere is its logit after every other class. The feature term is not tied to the class (it is a
+	// separate column of output.weight), so inside an open call the body gets up to callBodyBoost everywhere;
+	// this keeps it below every ranked token (the lowest is −70) even then, so the model never writes it twice or
+	// in the middle of a JSON value.
+	callBodyElsewhere = -callBodyBoost - 100
 )
 
 // Attention wiring of the three feature heads (block 0, heads 0–2; head 3 is zero).
@@ -110,6 +125,8 @@ func preferenceTable() []rule {
 		{name: ",", after: []int{','}, next: []int{quote, '1', 't', '{', '['}},
 		{name: "-", after: []int{'-'}, next: []int{'1'}},
 		{name: "</tool_call>", after: []int{TokenToolCallEnd}, next: []int{TokenIMEnd, nl}},
+		// After the whole call body close the call; a native grammar also takes </tool_call> right after the JSON.
+		{name: "call body", after: []int{TokenCallBody}, next: []int{TokenToolCallEnd, TokenIMEnd, nl}},
 		// Its own class only so that attention can spot it; it behaves like the default.
 		{name: "<tool_response>", after: []int{TokenToolResponse}, next: valueEnd},
 	}
@@ -145,9 +162,11 @@ func chatLogits(rules []rule) [][]float32 {
 		for rank, t := range r.next {
 			row[t] = float32(topLogit - rank*rankStep)
 		}
+		row[TokenCallBody] = callBodyElsewhere
 		switch r.name {
 		case "newline":
 			row[TokenToolCall] = toolCallAfterNewline
+			row[TokenCallBody] = callBodyAfterNewline
 		case "!":
 			row[TokenToolCall] = toolCallAfterAnswer
 		case "</tool_call>":
@@ -240,6 +259,7 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	output[TokenToolCall*d+featTools] = featureBoost * scale / featureOut
 	output[TokenToolCall*d+featResult] = -featureBoost * scale / featureOut
 	output[TokenToolCall*d+featOpen] = -openPenalty * scale / featureOut
+	output[TokenCallBody*d+featOpen] = callBodyBoost * scale / featureOut
 
 	// Block 0, heads 0 and 1: every query has the same entry q on the last rotary pair; only <tool_call>
 	// (head 0) or <tool_response> (head 1) has a key there. A position that can see such a token puts all its

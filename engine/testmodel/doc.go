@@ -12,21 +12,22 @@
 // 128, context 4096, rope base 1e12. Vocabulary (tokenizer.ggml.model gpt2, pre default, no merges): ids 0–255
 // are the byte tokens (id = byte value, texts by GPT-2's byte-to-unicode table, so "\n" is "Ċ"); 256
 // <|endoftext|> (control; BOS, padding), 257 <|im_start|> (control), 258 <|im_end|> (control; EOS), 259
-// <tool_call>, 260 </tool_call>, 261 <tool_response>, 262 </tool_response> (user-defined, so they are single
-// tokens even inside message text).
-// add_bos_token is false. With no merges a text costs one token per byte. The chat template is ChatTemplate
+// <tool_call>, 260 </tool_call>, 261 <tool_response>, 262 </tool_response>, 263 CallBody,
+// {"name":"list_dir","arguments":{"path":"."}} (user-defined, so they are single tokens even inside message
+// text). add_bos_token is false. With no merges a text costs one token per byte. The chat template is ChatTemplate
 // (ChatML with Hermes tools); llama-server b11669 reports supports_tools and supports_tool_calls and builds its
 // Hermes JSON grammar from it (call start "<tool_call>\n").
 //
 // # Wiring
 //
 // Token embeddings are one-hot over preference classes: every token belongs to one class (a row of the table
-// below, or the default) and embeds as that class's unit vector, dims 0–14. ffn_down is zero in both blocks and
+// below, or the default) and embeds as that class's unit vector, dims 0–15. ffn_down is zero in both blocks and
 // block 1's attention is zero, so the residual stream holds the class vector plus three context features that
 // block 0's attention writes into dims 125–127 (dims 16–124 are left to image embeddings):
 //
 //   - tools (head 0): a <tool_call> token is somewhere in the context. The template's tool instructions contain
-//     "<tool_call></tool_call>", so this is on exactly when tools were offered.
+//     "<tool_call></tool_call>" (so do visor's raw-mode Hermes and Qwen XML prompts), so this is on exactly when
+//     tools were offered.
 //   - result (head 1): a <tool_response> token is in the context: some tool has answered.
 //   - open (head 2): (opened − closed)/(opened + closed) over <tool_call> and </tool_call> tokens; above 0 only
 //     inside a call.
@@ -35,7 +36,14 @@
 // only its marked tokens a key there, so a position that can see a marked token puts all its attention on it
 // (score ≈ 90) and reads its value; otherwise attention spreads over zero values. output.weight holds the logit
 // table: column c is class c's logit row / √128 (the final RMS norm scales the one-hot vector to √128), and the
-// feature columns move only the <tool_call> logit: +40 for tools, −40 for result, −4000 × open.
+// feature columns move only two logits: <tool_call> by +40 for tools, −40 for result, −4000 × open; the call
+// body by +8000 × open.
+//
+// The call body token exists because a model that sees only its last token cannot spell
+// {"name":"list_dir","arguments":{"path":"."}} byte by byte (after '"' it would need a different successor each
+// time). Without a grammar (raw mode: the client renders its own tool prompt and sends no tools) the whole call is
+// that one token. With one (native mode) the grammar admits the token only where that exact call is valid; every
+// other call is spelled byte by byte, each byte the best the grammar allows.
 //
 // # Preference table
 //
@@ -47,7 +55,9 @@
 //	class         next, best first                        why
 //	"\n"          H { </tool_call> <|im_end|>             the turn opens after "<|im_start|>assistant\n":
 //	              (<tool_call> −10, +40 with tools,       answer "Hi!"; with tools and no result <tool_call>
-//	              −40 after a result)                     (30) beats H (10)
+//	              −40 after a result; body −30,           (30) beats H (10). Inside a call ("<tool_call>\n")
+//	              +8000 × open)                           the body beats H: the whole call if the grammar
+//	                                                      (if any) allows it, else "{" and the bytes
 //	H, i          i, !                                    "Hi!"
 //	!             <|im_end|> (<tool_call> −40)            stop; if the grammar forbids EOS (tool_choice required
 //	                                                      after an answer) the call comes next
@@ -63,6 +73,8 @@
 //	,             " 1 t { [                               next key or element
 //	-             1                                       a forced negative number is -1
 //	</tool_call>  <|im_end|> \n (<tool_call> −60)         stop after one call, even with parallel_tool_calls
+//	body          </tool_call> <|im_end|> \n               close the call (a tool grammar takes </tool_call>
+//	                                                      right after the JSON too)
 //	default       <|im_end|> } ] </tool_call> , " \n      after a value or a literal (digits, true, names): close
 //	                                                      what can be closed, so optional properties are skipped
 //	<tool_response>  as default                           its own class only so that head 1 can find it
@@ -70,21 +82,30 @@
 // Tokens a row does not name fall back, 10 apart from −100 down, in byte order with whitespace and special tokens
 // last: when the grammar allows none of a row's tokens the lowest allowed byte wins. So an enum takes its
 // lowest-sorting value, and among several tools the call goes to the lowest-sorting name ("get_weather" before
-// "list_dir"). Whitespace is never chosen while anything else fits.
+// "read_file"), except that a list_dir whose schema takes {"path":"."} wins through the body token. Whitespace is
+// never chosen while anything else fits. The body sits at −8100 in every row but "\n", below all ranked tokens
+// even with the open feature at its largest, so it is never repeated or written inside a value.
 //
 // # Behaviour against llama-server b11669 (Debian), default sampling
 //
 //   - No tools: content "Hi!", finish_reason stop (4 completion tokens).
 //   - tools + tool_choice required, no result yet: no content, one call, finish_reason tool_calls, e.g.
-//     get_weather {"city":"."}, list_dir {"path":"."}; the same streamed as delta.tool_calls.
+//     get_weather {"city":"."} (49 bytes of JSON), list_dir {"path":"."} (the body token: 5 completion tokens);
+//     the same streamed as delta.tool_calls.
 //   - tools + tool_choice auto (the default), no result yet: the same call. The turn after the result (role
 //     tool): content "Hi!", stop. So an agent loop runs call → result → answer and terminates.
 //   - Once any tool result is in the context the model answers "Hi!" under auto for the rest of the conversation;
 //     under required it answers "Hi!" and then the grammar forces the call (content "Hi!" plus the call).
 //   - parallel_tool_calls true: still one call (after </tool_call> EOS wins).
-//   - tool_choice none with tools: the server still renders the tools but sets no grammar; the model opens a call,
-//     the open feature turns it back, and the content is "<tool_call>\nHi!" (for up to about 65 earlier calls in
-//     the context; see openPenalty).
+//   - Raw mode (a Hermes tool prompt in the system message, no tools field, so no grammar): content
+//     "<tool_call>\n{"name":"list_dir","arguments":{"path":"."}}</tool_call>", finish_reason stop, whatever tools
+//     the prompt lists (any prompt whose tool instructions contain <tool_call> and </tool_call> turns the tools
+//     feature on; up to 79 earlier calls in the context, see callBodyBoost). Sent back as text, the call
+//     tokenizes to the same 4 tokens. After a <tool_response> in a user turn: "Hi!", as in native mode.
+//   - tool_choice none with tools: the server renders the tools, sets no grammar and parses nothing, so the
+//     content is the raw-mode call above, even when list_dir is not among the tools.
+//   - A user message holding an unmatched "<tool_call>" leaves the open feature on, so the next turn opens with
+//     the body (then </tool_call>) instead of "Hi!".
 //   - Schema {from: enum [PAR, LON], seats: integer, price: number, window: boolean, tags: [string], pax: {name,
 //     age}} (all required): {"from":"LON","pax":{"age":1,"name":"."},"price":1,"seats":1,"tags":["."],
 //     "window":true} (the server re-encodes arguments with sorted keys). An object with only optional properties

@@ -162,6 +162,39 @@ func (s *server) get(t *testing.T, path string, out any) {
 	}
 }
 
+func (s *server) post(t *testing.T, path string, in, out any) {
+	t.Helper()
+	body, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.client.Post(s.url+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s: %s: %s", path, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+}
+
+// rawSystem is a Hermes tool prompt as a client renders it in raw mode (visor's prompts.ToolSystem writes the
+// same shape): the tool list and the instruction, whose "<tool_call></tool_call>" turns the tools feature on.
+const rawSystem = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
+	"You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" +
+	`{"type": "function", "function": {"name": "list_dir", "description": "List a folder", "parameters": ` +
+	`{"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}` +
+	"\n</tools>\n\nFor each function call, return a json object with function name and arguments within " +
+	"<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": " +
+	"<args-json-object>}\n</tool_call>"
+
+// rawCall is what the model writes for a call without a grammar: the call start, the body token, the close.
+const rawCall = "<tool_call>\n" + CallBody + "</tool_call>"
+
 // chatResponse is the part of a chat completion the tests look at.
 type chatResponse struct {
 	Choices []struct {
@@ -189,10 +222,11 @@ type toolCall struct {
 
 // result flattens the first choice.
 type result struct {
-	content string
-	finish  string
-	calls   []toolCall
-	prompt  int
+	content    string
+	finish     string
+	calls      []toolCall
+	prompt     int
+	completion int // not set for streams
 }
 
 func (s *server) chat(t *testing.T, req map[string]any) result {
@@ -231,7 +265,8 @@ func (s *server) chat(t *testing.T, req map[string]any) result {
 		t.Fatalf("chat: %d choices: %s", len(cr.Choices), raw)
 	}
 	c := cr.Choices[0]
-	r := result{finish: c.FinishReason, calls: c.Message.ToolCalls, prompt: cr.Usage.PromptTokens}
+	r := result{finish: c.FinishReason, calls: c.Message.ToolCalls, prompt: cr.Usage.PromptTokens,
+		completion: cr.Usage.CompletionTokens}
 	if c.Message.Content != nil {
 		r.content = *c.Message.Content
 	}
@@ -482,19 +517,60 @@ func TestServer(t *testing.T) {
 	})
 
 	t.Run("none", func(t *testing.T) {
-		// The server still renders the tools; without a grammar the model opens a call, then the open-call
-		// feature turns it back to the answer.
+		// The server still renders the tools but sets no grammar and parses no calls: the model opens a call and
+		// writes the body token, whichever tools were offered, and it comes back as content.
 		r := s.chat(t, map[string]any{"messages": []any{user("list the files")},
-			"tools": []any{listDirTool()}, "tool_choice": "none", "max_tokens": 128})
-		wantAnswer(t, r, "<tool_call>\n"+Answer)
+			"tools": []any{weatherTool()}, "tool_choice": "none", "max_tokens": 128})
+		wantAnswer(t, r, rawCall)
+	})
+
+	// Raw mode: the client renders a Hermes tool prompt itself and sends no tools, so there is no grammar; the
+	// call is written in text and the result comes back in a user turn.
+	t.Run("raw", func(t *testing.T) {
+		sys := map[string]any{"role": "system", "content": rawSystem}
+		r := s.chat(t, map[string]any{"messages": []any{sys, user("list the files")}, "max_tokens": 128})
+		wantAnswer(t, r, rawCall)
+		if r.completion != 5 { // <tool_call> \n body </tool_call> <|im_end|>
+			t.Errorf("raw call took %d tokens, want 5", r.completion)
+		}
+		// Replayed as text the call tokenizes back to the same four tokens (user-defined tokens are matched in
+		// text), so the prompt keeps the call's features and its cached tokens.
+		var tok struct {
+			Tokens []int `json:"tokens"`
+		}
+		s.post(t, "/tokenize", map[string]any{"content": rawCall}, &tok)
+		if want := []int{TokenToolCall, '\n', TokenCallBody, TokenToolCallEnd}; !reflect.DeepEqual(tok.Tokens, want) {
+			t.Errorf("the call text tokenizes to %v, want %v", tok.Tokens, want)
+		}
+		history := []any{sys, user("list the files"), map[string]any{"role": "assistant", "content": rawCall},
+			user("<tool_response>\n{\"name\": \"list_dir\", \"content\": \"a.txt\"}\n</tool_response>")}
+		wantAnswer(t, s.chat(t, map[string]any{"messages": history, "max_tokens": 128}), Answer)
 	})
 
 	t.Run("parallel", func(t *testing.T) {
+		readFile := tool("read_file", object(map[string]any{"path": map[string]any{"type": "string"}}, "path"))
 		r := s.chat(t, map[string]any{"messages": []any{user("weather and files")},
-			"tools": []any{weatherTool(), listDirTool()}, "tool_choice": "required", "parallel_tool_calls": true,
+			"tools": []any{readFile, weatherTool()}, "tool_choice": "required", "parallel_tool_calls": true,
 			"max_tokens": 256})
 		// One call: after </tool_call> the model prefers EOS; the lowest-byte tool name wins.
 		wantCall(t, r, "get_weather", `{"city":"."}`)
+	})
+
+	t.Run("body beats names", func(t *testing.T) {
+		// Among several tools a list_dir that takes {"path":"."} wins: the body token outranks the byte route.
+		r := s.chat(t, map[string]any{"messages": []any{user("weather and files")},
+			"tools": []any{weatherTool(), listDirTool()}, "tool_choice": "required", "max_tokens": 256})
+		wantCall(t, r, "list_dir", `{"path":"."}`)
+	})
+
+	t.Run("required stream body token", func(t *testing.T) {
+		// The list_dir call above goes through the body token; the grammar masks it for other names and
+		// schemas, which take the byte route (get_weather above, an extra required property here).
+		params := object(map[string]any{"path": map[string]any{"type": "string"},
+			"depth": map[string]any{"type": "integer"}}, "path", "depth")
+		r := s.chat(t, map[string]any{"messages": []any{user("ls")}, "tools": []any{tool("list_dir", params)},
+			"tool_choice": "required", "max_tokens": 128, "stream": true})
+		wantCall(t, r, "list_dir", `{"depth":1,"path":"."}`) // the server re-encodes with sorted keys
 	})
 
 	t.Run("schema", func(t *testing.T) {

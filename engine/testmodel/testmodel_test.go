@@ -18,7 +18,7 @@ import (
 
 // Pinned digests: any change to the models' bytes must be deliberate (and re-checked against llama-server).
 const (
-	chatSHA256      = "abef97c3e0d27817ecd15bab93789b345583dd35220438333f3e833562ffa1fc"
+	chatSHA256      = "02834f5be4077885d14a6e1beda2f4dff62f5fd52950ffaa051b1fa58ca648f6"
 	projectorSHA256 = "9fe5b9dfdf7f20800d2a4b708726af911d5eaea9caeddfb98501697b3f312831"
 )
 
@@ -101,7 +101,7 @@ func TestChatHeader(t *testing.T) {
 		t.Fatalf("%d tokens, want %d", len(tokens), VocabSize)
 	}
 	for id, text := range map[int]string{'\n': "Ċ", ' ': "Ġ", 'H': "H", TokenIMEnd: "<|im_end|>",
-		TokenToolCall: "<tool_call>", TokenToolResponse: "<tool_response>"} {
+		TokenToolCall: "<tool_call>", TokenToolResponse: "<tool_response>", TokenCallBody: CallBody} {
 		if tokens[id] != text {
 			t.Errorf("token %d is %q, want %q", id, tokens[id], text)
 		}
@@ -230,6 +230,8 @@ func text(tokens []int) string {
 			b.WriteString("<tool_call>")
 		case t == TokenToolCallEnd:
 			b.WriteString("</tool_call>")
+		case t == TokenCallBody:
+			b.WriteString(CallBody)
 		default:
 			b.WriteString("<special>")
 		}
@@ -249,9 +251,28 @@ func TestPreferences(t *testing.T) {
 	if got := text(greedy(t, w, '\n', 1, 0, 0, 1)); got != "<tool_call>" {
 		t.Errorf("with tools and no result the turn starts %q, want <tool_call>", got)
 	}
-	// An open call in a context with 68 closed ones (2 from the system prompt): the open-call feature is 1/137.
-	if got := text(greedy(t, w, '\n', 1, 0, 1.0/137, 10)); got != Answer+"<|im_end|>" {
-		t.Errorf("inside an open call without a grammar decodes %q, want Hi!<|im_end|>", got)
+	// Right after "<tool_call>\n" without a grammar (raw mode) the model writes the whole call body as one token
+	// and closes the call. The open-call feature is 1/(2n+1) for n closed calls in the context (2 are the system
+	// prompt's examples); the package doc promises this up to n = 81 (79 earlier calls), with or without a result.
+	const wantCall = CallBody + "</tool_call><|im_end|>"
+	for _, n := range []int{2, 3, 40, 81} {
+		for _, result := range []float64{0, 1} {
+			open := 1 / float64(2*n+1)
+			if got := text(greedy(t, w, '\n', 1, result, open, 10)); got != wantCall {
+				t.Errorf("open call, %d closed, result %v: decodes %q, want %q", n, result, got, wantCall)
+			}
+			l := logitsFor(t, w, '\n', 1, result, open)
+			for _, other := range []int{'H', '{', TokenToolCall} {
+				if gap := l[TokenCallBody] - l[other]; gap < 8 {
+					t.Errorf("open call, %d closed, result %v: body leads %d by %.1f, want ≥ 8", n, result, other, gap)
+				}
+			}
+		}
+	}
+	// Outside a call (feature 0: balanced or no call tokens) the body stays below "{" after a newline, so a JSON
+	// answer (response_format) is still written byte by byte.
+	if l := logitsFor(t, w, '\n', 0, 0, 0); l['{']-l[TokenCallBody] < 8 {
+		t.Errorf("outside a call the body (%.1f) is not a rank below { (%.1f)", l[TokenCallBody], l['{'])
 	}
 
 	// Rank gaps stay ≥ 8 under the feature's norm change, so default sampling is greedy.
@@ -265,6 +286,17 @@ func TestPreferences(t *testing.T) {
 			for i := 1; i < len(r.next); i++ {
 				if gap := l[r.next[i-1]] - l[r.next[i]]; gap < 8 && r.next[i] != TokenToolCall {
 					t.Errorf("class %s features %v: gap %.1f between %d and %d", r.name, f, gap, r.next[i-1], r.next[i])
+				}
+			}
+			// The open-call term is not tied to the class: even with the feature at its maximum the body must
+			// stay below every ranked token outside the newline class, or the model would repeat it or write it
+			// in the middle of a JSON value.
+			if r.name != "newline" {
+				for _, tok := range r.next {
+					if l[TokenCallBody] > l[tok]-8 {
+						t.Errorf("class %s features %v: body %.1f is not below ranked token %d (%.1f)", r.name, f,
+							l[TokenCallBody], tok, l[tok])
+					}
 				}
 			}
 		}
@@ -434,7 +466,7 @@ func (f *forward) logits(tokens []int) []float64 {
 func tokenize(text string) []int {
 	specials := map[string]int{"<|endoftext|>": TokenEndOfText, "<|im_start|>": TokenIMStart,
 		"<|im_end|>": TokenIMEnd, "<tool_call>": TokenToolCall, "</tool_call>": TokenToolCallEnd,
-		"<tool_response>": TokenToolResponse, "</tool_response>": TokenToolResponseEnd}
+		"<tool_response>": TokenToolResponse, "</tool_response>": TokenToolResponseEnd, CallBody: TokenCallBody}
 	var out []int
 	for len(text) > 0 {
 		matched := false
@@ -462,10 +494,18 @@ func TestForward(t *testing.T) {
 		"</tool_call><|im_end|>\n"
 	const result = "<|im_start|>user\n<tool_response>\na.txt\n</tool_response><|im_end|>\n"
 	const gen = "<|im_start|>assistant\n"
+	// Raw mode: the model's own call replayed as text (it tokenizes back to the body token) and the result
+	// returned in a user turn as visor's Hermes prompt does.
+	const rawCall = "<|im_start|>assistant\n<tool_call>\n" + CallBody + "</tool_call><|im_end|>\n"
+	const rawResult = "<|im_start|>user\n<tool_response>\n{\"name\": \"list_dir\", \"content\": \"a.txt\"}\n" +
+		"</tool_response><|im_end|>\n"
 	for _, c := range []struct{ name, prompt, want string }{
 		{"no tools", ask + gen, Answer + "<|im_end|>"},
-		// Without a grammar (tool_choice none) the call opens and the open feature turns it back to the answer.
-		{"tools", tools + ask + gen, "<tool_call>\n" + Answer + "<|im_end|>"},
+		// Without a grammar (raw mode, tool_choice none) the call opens and the open feature brings the body.
+		{"tools", tools + ask + gen, "<tool_call>\n" + CallBody + "</tool_call><|im_end|>"},
+		{"raw result", tools + ask + rawCall + rawResult + gen, Answer + "<|im_end|>"},
+		{"raw second call", tools + ask + rawCall + rawResult + gen + Answer + "<|im_end|>\n" + ask + gen,
+			Answer + "<|im_end|>"},
 		{"after result", tools + ask + call + result + gen, Answer + "<|im_end|>"},
 		{"next turn", tools + ask + call + result + gen + Answer + "<|im_end|>\n" + ask + gen, Answer + "<|im_end|>"},
 	} {

@@ -12,10 +12,24 @@ const (
 	// attention can find a result in the context (see the package doc); the model never writes them.
 	TokenToolResponse    = 261 // <tool_response>, user-defined
 	TokenToolResponseEnd = 262 // </tool_response>, user-defined
+	// TokenCallBody is CallBody as one user-defined token: a model that picks its next token from the last one
+	// alone cannot spell that JSON byte by byte (its repeated characters need different successors), so without
+	// a grammar (raw mode) this token is how the model writes a whole, valid call.
+	TokenCallBody = 263
 
 	// VocabSize is the number of tokens of the chat model.
-	VocabSize = 263
+	VocabSize = 264
 )
+
+// CallBody is the text of TokenCallBody: the body of a Hermes call of list_dir on ".", exactly as the model
+// spells that call byte by byte under llama-server's tool-call grammar (compact JSON, name first). The grammar
+// accepts it wherever that call is valid (its space rule allows none as well as Python's ", " and ": "), so in
+// native mode it lets the token through for a list_dir whose schema takes {"path":"."} and masks it for every
+// other tool or schema, which then take the byte route. Compact, the server's arguments stay byte for byte
+// what they were before the token existed ({"path":"."}; with Python's spacing the server would pass the
+// spaces on), and the text never occurs in prompts the templates render (they write "name": with a space), so
+// only the model's own replayed calls tokenize to it.
+const CallBody = `{"name":"list_dir","arguments":{"path":"."}}`
 
 // llama.cpp token types (enum llama_token_type).
 const (
@@ -64,6 +78,9 @@ func vocabulary() (texts []string, types []int32) {
 		{TokenToolCallEnd, "</tool_call>", tokenTypeUserDefined},
 		{TokenToolResponse, "<tool_response>", tokenTypeUserDefined},
 		{TokenToolResponseEnd, "</tool_response>", tokenTypeUserDefined},
+		// User-defined tokens are matched in raw text, before any byte splitting, and their piece is their text
+		// as is (no byte-to-unicode mapping), so the spaces and quotes need no escaping.
+		{TokenCallBody, CallBody, tokenTypeUserDefined},
 	}
 	for _, s := range special {
 		texts[s.id] = s.text
