@@ -31,7 +31,11 @@ aptopts=(-o Dir::State::Lists="$dir/apt/lists" -o Dir::Etc::SourceList="$dir/apt
 [ "$(id -u)" = 0 ] || aptopts+=(-o APT::Sandbox::User="$(id -un)")
 
 echo "install-engine: reading Debian sid package lists ..."
-apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1 || fail "apt-get update of sid lists failed (see $dir/apt/update.log)"
+if ! apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1; then
+  # A run killed mid-update leaves partial lists that make the next update fail; start those lists afresh once.
+  rm -rf "$dir/apt/lists" && mkdir -p "$dir/apt/lists/partial"
+  apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1 || fail "apt-get update of sid lists failed (see $dir/apt/update.log)"
+fi
 
 echo "install-engine: downloading ${pkgs[*]} ..."
 rm -f "$dir/debs"/*.deb
