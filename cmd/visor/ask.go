@@ -17,7 +17,9 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"
 )
@@ -27,6 +29,7 @@ type engineFlags struct {
 	model, mmproj, endpoint, apiKey, server string
 	ctx, parallel                           int
 	extra                                   listFlag
+	plan, gpu, cacheType                    string
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -38,6 +41,9 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.ctx, "ctx", 0, "context size for llama-server (0: the model's default)")
 	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots")
 	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable)")
+	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
+	fs.StringVar(&e.gpu, "gpu", "auto", "GPU the plan is for: auto (NVML), a device index, or a size such as 24GiB")
+	fs.StringVar(&e.cacheType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
 }
 
 // engineConn is a model server ready for requests, started by visor or not.
@@ -103,15 +109,15 @@ func openEngine(ctx context.Context, e engineFlags, stderr io.Writer, logger *sl
 	logDir := filepath.Join(llamacpp.InstallDir(), "logs")
 	_ = os.MkdirAll(logDir, 0o755)
 	start := time.Now()
-	srv, err := llamacpp.Start(ctx, llamacpp.Config{
-		Binary: e.server, Model: e.model, MMProj: e.mmproj, Ctx: e.ctx, Parallel: e.parallel, ExtraArgs: e.extra,
-		LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
+	cfg := llamacpp.Config{
+		Binary: e.server, ExtraArgs: e.extra, LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
 		OnState: func(s llamacpp.State) {
 			if s == llamacpp.StateLoading {
 				fmt.Fprintf(stderr, "loading %s …\n", filepath.Base(e.model))
 			}
 		},
-	})
+	}
+	srv, err := startEngine(ctx, e, cfg, stderr, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +129,46 @@ func openEngine(ctx context.Context, e engineFlags, stderr io.Writer, logger *sl
 		return nil, err
 	}
 	return &engineConn{client: c, props: p, server: srv, load: time.Since(start), model: e.model}, nil
+}
+
+// startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
+// out-of-memory), otherwise with the flags as given.
+func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (*llamacpp.Server, error) {
+	plain := func() (*llamacpp.Server, error) {
+		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
+		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
+		return llamacpp.Start(ctx, cfg)
+	}
+	switch e.plan {
+	case "off":
+		return plain()
+	case "auto":
+	default:
+		return nil, fmt.Errorf("--plan %q: use auto or off", e.plan)
+	}
+	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
+		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
+	if bin, err := llamacpp.Find(e.server); err == nil {
+		hc := &llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}
+		if f, err := hc.Flags(ctx, bin); err == nil {
+			o.SwapSupported = f.MMProjGPUSwap()
+		}
+	}
+	res, err := vram.PlanFiles(ctx, o)
+	if errors.Is(err, vram.ErrNoGPU) {
+		// Planning VRAM on a machine without a GPU has nothing to place; run on the CPU as asked.
+		logger.Info("no GPU to plan for; starting with the given flags", "err", err)
+		return plain()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
+	}
+	srv, used, err := launch.Start(ctx, cfg, res, launch.Reporter(stderr))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
+	return srv, nil
 }
 
 // toolFlags select built-in tools.

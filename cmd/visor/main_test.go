@@ -226,3 +226,21 @@ func TestServeIsReusedByAsk(t *testing.T) {
 		t.Fatalf("after serve stopped: %v %s", err, errOut)
 	}
 }
+
+// TestAskStartsFromThePlan: with a GPU size given, ask places the model by the VRAM plan and says which mode it
+// chose; the real server then runs those arguments (on the CPU here).
+func TestAskStartsFromThePlan(t *testing.T) {
+	enginetest.Binary(t)
+	chat, proj, err := testmodel.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := visor(t, "ask", "hi", "--model", chat, "--mmproj", proj, "--gpu", "8GiB", "--no-store")
+	if err != nil || strings.TrimSpace(out) != "Hi!" || !strings.Contains(errOut, "engine started in mode resident") {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	if _, _, err := visor(t, "ask", "hi", "--model", chat, "--plan", "sometimes", "--no-store"); err == nil ||
+		!strings.Contains(err.Error(), "--plan") {
+		t.Fatalf("bad --plan accepted: %v", err)
+	}
+}
