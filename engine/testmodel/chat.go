@@ -66,7 +66,7 @@ const (
 	// (opened + closed) over the context: 1/(2n+1) right after the model opens a call in a context holding n
 	// closed ones (2 in the system prompt's instructions, 1 per earlier call). Without a grammar (raw mode,
 	// tool_choice none) the model must not open a second call after "<tool_call>\n": the penalty keeps
-	// <tool_call> below "H" there for n ≤ about 70, and below the call body (which callBodyBoost lifts twice as
+	// <tool_call> below "H" there for n ≤ about 65, and below the call body (which callBodyBoost lifts twice as
 	// fast) for every n where the body wins at all. With a grammar the question never arises.
 	openPenalty = 4000
 
