@@ -26,6 +26,8 @@ type Message struct {
 	// Raw is the assistant's text exactly as streamed, call markup included. Raw mode sends it back as is, so
 	// the next prompt extends the cached one token for token, and a malformed call stays visible to the model.
 	Raw string `json:"raw,omitempty"`
+	// Interrupted marks an assistant turn cut short (server crash, Ctrl-C): its text is partial.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Call is a tool call the model made.

@@ -109,6 +109,16 @@ func (a *Agent) Run(ctx context.Context, history []Message, user Message, emit f
 			if ctx.Err() != nil {
 				reason = "canceled"
 			}
+			// Keep what the user asked and what the model managed to say: a crash or Ctrl-C must not lose the
+			// question, and the partial answer is what the user saw. Calls in a cut turn never ran.
+			stored := pending
+			if asst.Content != "" || asst.Reasoning != "" {
+				asst.Interrupted, asst.ToolCalls = true, nil
+				stored = append(stored, asst)
+			}
+			if len(stored) > 0 {
+				emit(StepFinished{Step: step, Messages: stored})
+			}
 			f := Finished{Final: asst, Steps: step, Reason: reason, Err: err}
 			emit(f)
 			return f

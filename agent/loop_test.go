@@ -281,3 +281,30 @@ func TestParseFormatFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestServerCrashMidAnswerKeepsTheTurn kills the real server while it streams an answer: the run ends with a
+// clear error, and the user's question plus the partial answer (marked interrupted) still reach the recorder.
+func TestServerCrashMidAnswerKeepsTheTurn(t *testing.T) {
+	srv := enginetest.Start(t, llamacpp.Config{Model: enginetest.SharedModel(t, "stories260K.gguf"), Ctx: 2048, Parallel: 1})
+	a, err := agent.New(agent.Config{Model: srv.Client(), MaxTokens: 1900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var steps []agent.StepFinished
+	f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "Once upon a time"}, func(ev agent.Event) {
+		switch e := ev.(type) {
+		case agent.Token:
+			once.Do(srv.Kill)
+		case agent.StepFinished:
+			steps = append(steps, e)
+		}
+	})
+	if f.Reason != "error" || f.Err == nil || !strings.Contains(f.Err.Error(), "stream ended before the server finished") {
+		t.Fatalf("finished %+v", f)
+	}
+	if len(steps) != 1 || len(steps[0].Messages) != 2 || steps[0].Messages[0].Content != "Once upon a time" ||
+		!steps[0].Messages[1].Interrupted || steps[0].Messages[1].Content == "" {
+		t.Fatalf("stored step %+v", steps)
+	}
+}

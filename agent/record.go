@@ -49,7 +49,7 @@ func Recorder(ctx context.Context, store Store, sessionID string, onErr func(err
 // ToMemory converts a loop message to its stored form.
 func ToMemory(m Message) memory.Message {
 	out := memory.Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
-		ToolName: m.ToolName, FinishReason: m.FinishReason}
+		ToolName: m.ToolName, FinishReason: m.FinishReason, Interrupted: m.Interrupted}
 	for _, c := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, memory.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
@@ -72,7 +72,7 @@ func ToMemory(m Message) memory.Message {
 // FromMemory converts a stored message back for the loop; images come back with their exact bytes.
 func FromMemory(m memory.Message) Message {
 	out := Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
-		ToolName: m.ToolName, FinishReason: m.FinishReason}
+		ToolName: m.ToolName, FinishReason: m.FinishReason, Interrupted: m.Interrupted}
 	for _, c := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
