@@ -441,3 +441,46 @@ func TestOpenMissing(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestGetAfterEdit: KV is exported, so a parsed File may be edited; lookups must follow the edit rather than a
+// stale index (which returned another key's value, or indexed past the end after a delete).
+func TestGetAfterEdit(t *testing.T) {
+	t.Parallel()
+	kv := []KV{{"general.architecture", "llama"}, {"a", uint32(1)}, {"b", uint32(2)}}
+	b := encode(t, kv, nil)
+	f, err := ReadAt(bytes.NewReader(b), int64(len(b)), "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.KV = f.KV[2:] // drop general.architecture and a: b moves from position 2 to 0
+	if v, ok := f.Get("b"); !ok || v != uint32(2) {
+		t.Errorf("Get(b) after delete = %v %v, want 2 true", v, ok)
+	}
+	if v, ok := f.Get("a"); ok {
+		t.Errorf("Get(a) after delete = %v, want missing", v)
+	}
+	f.KV = append(f.KV, KV{"c", uint32(3)})
+	if v, ok := f.Get("c"); !ok || v != uint32(3) {
+		t.Errorf("Get(c) after append = %v %v, want 3 true", v, ok)
+	}
+}
+
+// TestGetHandBuiltConcurrently: reading a hand-built File from several goroutines must not write to it (run with
+// -race).
+func TestGetHandBuiltConcurrently(t *testing.T) {
+	t.Parallel()
+	f := &File{KV: []KV{{"general.architecture", "llama"}}}
+	done := make(chan string)
+	for range 4 {
+		go func() { done <- f.Arch() }()
+	}
+	for range 4 {
+		if a := <-done; a != "llama" {
+			t.Errorf("Arch = %q, want llama", a)
+		}
+	}
+	f.KV = append(f.KV, KV{"x", true})
+	if v, ok := f.Bool("x"); !ok || !v {
+		t.Errorf("Bool(x) after append = %v %v", v, ok)
+	}
+}

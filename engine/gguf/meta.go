@@ -4,21 +4,18 @@ import "math"
 
 // Get returns the value of a metadata key.
 func (f *File) Get(key string) (any, bool) {
-	if f.index == nil {
-		f.reindex()
+	// The parser's index is only a hint: KV is exported and may have been edited since, so an entry counts only
+	// while it still names key. A hand-built File (no index) is searched rather than indexed here, because
+	// building the index would be a write racing with concurrent readers.
+	if i, ok := f.index[key]; ok && i < len(f.KV) && f.KV[i].Key == key {
+		return f.KV[i].Value, true
 	}
-	i, ok := f.index[key]
-	if !ok {
-		return nil, false
+	for _, kv := range f.KV {
+		if kv.Key == key {
+			return kv.Value, true
+		}
 	}
-	return f.KV[i].Value, true
-}
-
-func (f *File) reindex() {
-	f.index = make(map[string]int, len(f.KV))
-	for i, kv := range f.KV {
-		f.index[kv.Key] = i
-	}
+	return nil, false
 }
 
 // Arch returns general.architecture ("llama", "qwen35moe", "clip"), or "" when absent.
