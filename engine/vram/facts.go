@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -105,11 +106,18 @@ func FactsFromGGUF(f *gguf.File) (Facts, error) {
 		}
 	}
 	key := func(k string) string { return fa.Arch + "." + k }
-	u := func(k string) int { v, _ := f.Uint(key(k)); return int(v) }
+	h := hyperparams{f: f}
+	u := func(k string) int { return h.get(key(k)) }
 
 	blocks := u("block_count")
+	if h.err != nil {
+		return fa, h.err
+	}
 	if blocks <= 0 {
 		return fa, fmt.Errorf("vram: %s: %s missing or zero: cannot plan", f.Name, key("block_count"))
+	}
+	if blocks > maxBlocks {
+		return fa, fmt.Errorf("vram: %s: %s is %d, far above llama.cpp's limit of 512 layers: the header is corrupt; re-download or re-convert the model", f.Name, key("block_count"), blocks)
 	}
 	fa.NextNLayers = u("nextn_predict_layers")
 	if fa.NextNLayers >= blocks {
@@ -185,15 +193,41 @@ func FactsFromGGUF(f *gguf.File) (Facts, error) {
 		state := uint64(dState) * uint64(dInner)
 		fa.RecurrentSeqBytes = 4 * (conv + state) * uint64(fa.RecurrentLayers)
 	}
-	return fa, nil
+	return fa, h.err
+}
+
+// maxBlocks bounds block_count before per-layer slices are sized from it.
+const maxBlocks = 1 << 12
+
+// hyperparams reads integer hyperparameters the way llama.cpp does, as uint32. A larger value is a corrupt or
+// hostile header: let through, it would size slices from it or overflow the arithmetic (a merge size of 2^32
+// squares to 0 and divides by it). The first such key is kept in err and the value read as 0.
+type hyperparams struct {
+	f   *gguf.File
+	err error
+}
+
+func (h *hyperparams) get(key string) int {
+	v, _ := h.f.Uint(key)
+	if v > math.MaxUint32 {
+		if h.err == nil {
+			h.err = fmt.Errorf("vram: %s: %s is %d, too large for llama.cpp (a uint32): the header is corrupt; re-download or re-convert the model", h.f.Name, key, v)
+		}
+		return 0
+	}
+	return int(v)
 }
 
 func projectorFacts(f *gguf.File, fa *Facts) error {
-	u := func(k string) int { v, _ := f.Uint(k); return int(v) }
+	h := hyperparams{f: f}
+	u := h.get
 	p := &Projector{
 		ImageSize: u("clip.vision.image_size"), PatchSize: u("clip.vision.patch_size"),
 		MergeSize: u("clip.vision.spatial_merge_size"), EmbedDim: u("clip.vision.embedding_length"),
 		FFDim: u("clip.vision.feed_forward_length"), Blocks: u("clip.vision.block_count"),
+	}
+	if h.err != nil {
+		return h.err
 	}
 	p.Type, _ = f.String("clip.projector_type")
 	if p.Type == "" {

@@ -133,3 +133,30 @@ func BenchmarkPlan(b *testing.B) {
 		}
 	})
 }
+
+// TestFactsHostileHeader: hyperparameters no real model has must come back as errors, not as a slice sized from
+// them (out of memory) or a division by an overflowed zero (panic).
+func TestFactsHostileHeader(t *testing.T) {
+	t.Parallel()
+	for name, kv := range map[string][]gguf.KV{
+		"huge block_count": {
+			{Key: "general.architecture", Value: "llama"},
+			{Key: "llama.block_count", Value: uint64(1) << 40},
+		},
+		"block_count above the layer limit": {
+			{Key: "general.architecture", Value: "llama"},
+			{Key: "llama.block_count", Value: uint32(1) << 30},
+		},
+		"merge size squaring to zero": {
+			{Key: "general.architecture", Value: "clip"},
+			{Key: "clip.vision.image_size", Value: uint32(448)},
+			{Key: "clip.vision.patch_size", Value: uint32(14)},
+			{Key: "clip.vision.spatial_merge_size", Value: uint64(1) << 32},
+		},
+	} {
+		_, err := FactsFromGGUF(&gguf.File{Name: "hostile.gguf", KV: kv})
+		if err == nil || !strings.Contains(err.Error(), "hostile.gguf") || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("%s: err = %v, want an error naming the file and calling the header corrupt", name, err)
+		}
+	}
+}
