@@ -1,4 +1,4 @@
-package testmodel
+package testmodel_test
 
 import (
 	"bufio"
@@ -6,144 +6,49 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/testmodel"
 )
-
-// findServer locates llama-server the way the install script leaves it. Tests must not depend on the lead's
-// supervisor package, so this is a small copy of the lookup order.
-func findServer(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("VISOR_LLAMA_SERVER"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("llama-server"); err == nil {
-		return p
-	}
-	var dirs []string
-	if d := os.Getenv("VISOR_ENGINE_DIR"); d != "" {
-		dirs = append(dirs, d)
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "visor", "engine"))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".cache", "visor", "engine"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "bin", "llama-server")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	msg := "llama-server not found (VISOR_LLAMA_SERVER, $PATH, ~/.cache/visor/engine/bin): run scripts/install-engine.sh"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// lockedBuffer collects the server's output for failure messages.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type server struct {
 	url    string
-	log    *lockedBuffer
+	engine *llamacpp.Server
 	client *http.Client
 }
 
+// log is the server's recent output, for failure messages.
+func (s *server) log() string { return strings.Join(s.engine.LogTail(400), "\n") }
+
 // startServer runs llama-server on the chat model and a projector built with opt, with one slot and any extra
-// args, and returns once /health answers 200.
-func startServer(t *testing.T, opt ProjectorOptions, args ...string) *server {
+// args, and returns once it is healthy. enginetest finds the binary (skipping outside CI, failing in CI) and
+// stops the server with the test.
+func startServer(t *testing.T, opt testmodel.ProjectorOptions, args ...string) *server {
 	t.Helper()
-	bin := findServer(t)
 	dir := t.TempDir()
-	chat, proj := filepath.Join(dir, ChatFileName), filepath.Join(dir, ProjectorFileName)
-	if err := WriteChatFile(chat); err != nil {
+	chat, proj := filepath.Join(dir, testmodel.ChatFileName), filepath.Join(dir, testmodel.ProjectorFileName)
+	if err := testmodel.WriteChatFile(chat); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteProjectorFile(proj, opt); err != nil {
+	if err := testmodel.WriteProjectorFile(proj, opt); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-m", chat, "--mmproj", proj, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"-c", "4096", "-np", "1")
-	cmd.Args = append(cmd.Args, args...)
-	log := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	// Own process group: the installed llama-server is a wrapper script, and killing only the shell would leave
-	// the real server running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
+	engine := enginetest.Start(t, llamacpp.Config{Model: chat, MMProj: proj, Ctx: 4096, Parallel: 1, ExtraArgs: args})
 	// No keep-alive: llama-server b11669 sometimes closes a connection just after a streamed response, and the
 	// next POST on it fails with EOF (Go does not retry a POST).
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), log: log, client: client}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("llama-server exited before it was healthy: %v\n%s", err, log)
-		default:
-		}
-		resp, err := s.client.Get(s.url + "/health")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("llama-server not healthy after 60 s\n%s", log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &server{url: engine.URL(), engine: engine, client: client}
 }
 
 func (s *server) get(t *testing.T, path string, out any) {
@@ -193,7 +98,7 @@ const rawSystem = "# Tools\n\nYou may call one or more functions to assist with 
 	"<args-json-object>}\n</tool_call>"
 
 // rawCall is what the model writes for a call without a grammar: the call start, the body token, the close.
-const rawCall = "<tool_call>\n" + CallBody + "</tool_call>"
+const rawCall = "<tool_call>\n" + testmodel.CallBody + "</tool_call>"
 
 // chatResponse is the part of a chat completion the tests look at.
 type chatResponse struct {
@@ -426,7 +331,7 @@ func TestServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts llama-server")
 	}
-	s := startServer(t, ProjectorOptions{})
+	s := startServer(t, testmodel.ProjectorOptions{})
 
 	t.Run("props", func(t *testing.T) {
 		var props struct {
@@ -448,7 +353,7 @@ func TestServer(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		// Default sampling (no temperature, random seed): the logit gaps make it greedy anyway.
 		for range 3 {
-			wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 32}), Answer)
+			wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 32}), testmodel.Answer)
 		}
 	})
 
@@ -456,7 +361,7 @@ func TestServer(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": []any{
 			map[string]any{"role": "system", "content": "You are terse."}, user("hello"),
 		}, "max_tokens": 32})
-		wantAnswer(t, r, Answer)
+		wantAnswer(t, r, testmodel.Answer)
 	})
 
 	t.Run("required", func(t *testing.T) {
@@ -497,20 +402,20 @@ func TestServer(t *testing.T) {
 	t.Run("auto answers after result", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "auto",
 			"max_tokens": 128})
-		wantAnswer(t, r, Answer)
+		wantAnswer(t, r, testmodel.Answer)
 	})
 
 	t.Run("auto stream answers after result", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 128,
 			"stream": true})
-		wantAnswer(t, r, Answer)
+		wantAnswer(t, r, testmodel.Answer)
 	})
 
 	t.Run("required after result", func(t *testing.T) {
 		// The model would answer, so the answer comes first and the grammar then forces the call.
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "required",
 			"max_tokens": 128})
-		if r.finish != "tool_calls" || r.content != Answer || len(r.calls) != 1 ||
+		if r.finish != "tool_calls" || r.content != testmodel.Answer || len(r.calls) != 1 ||
 			r.calls[0].Function.Arguments != `{"path":"."}` {
 			t.Errorf("got %+v, want content Hi! and one list_dir call", r)
 		}
@@ -539,12 +444,13 @@ func TestServer(t *testing.T) {
 			Tokens []int `json:"tokens"`
 		}
 		s.post(t, "/tokenize", map[string]any{"content": rawCall}, &tok)
-		if want := []int{TokenToolCall, '\n', TokenCallBody, TokenToolCallEnd}; !reflect.DeepEqual(tok.Tokens, want) {
+		want := []int{testmodel.TokenToolCall, '\n', testmodel.TokenCallBody, testmodel.TokenToolCallEnd}
+		if !reflect.DeepEqual(tok.Tokens, want) {
 			t.Errorf("the call text tokenizes to %v, want %v", tok.Tokens, want)
 		}
 		history := []any{sys, user("list the files"), map[string]any{"role": "assistant", "content": rawCall},
 			user("<tool_response>\n{\"name\": \"list_dir\", \"content\": \"a.txt\"}\n</tool_response>")}
-		wantAnswer(t, s.chat(t, map[string]any{"messages": history, "max_tokens": 128}), Answer)
+		wantAnswer(t, s.chat(t, map[string]any{"messages": history, "max_tokens": 128}), testmodel.Answer)
 	})
 
 	t.Run("parallel", func(t *testing.T) {
@@ -626,16 +532,16 @@ func TestServer(t *testing.T) {
 		wantAnswer(t, r, "no") // neither is ranked: the lower byte wins
 	})
 
-	t.Run("image", func(t *testing.T) { checkImage(t, s, ProjectorOptions{}) })
+	t.Run("image", func(t *testing.T) { checkImage(t, s, testmodel.ProjectorOptions{}) })
 
 	if t.Failed() {
-		t.Logf("llama-server log:\n%s", s.log)
+		t.Logf("llama-server log:\n%s", s.log())
 	}
 }
 
 // checkImage sends the same question with and without a 16×16 PNG and checks the answer and the image's token
 // count.
-func checkImage(t *testing.T, s *server, opt ProjectorOptions) {
+func checkImage(t *testing.T, s *server, opt testmodel.ProjectorOptions) {
 	t.Helper()
 	text := map[string]any{"type": "text", "text": "What is in this image?"}
 	img := map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngDataURI(t)}}
@@ -643,8 +549,8 @@ func checkImage(t *testing.T, s *server, opt ProjectorOptions) {
 		"content": []any{text}}}, "max_tokens": 16})
 	with := s.chat(t, map[string]any{"messages": []any{map[string]any{"role": "user",
 		"content": []any{text, img}}}, "max_tokens": 16})
-	wantAnswer(t, without, Answer)
-	wantAnswer(t, with, Answer)
+	wantAnswer(t, without, testmodel.Answer)
+	wantAnswer(t, with, testmodel.Answer)
 	tokens, err := opt.ImageTokens()
 	if err != nil {
 		t.Fatal(err)
@@ -654,20 +560,20 @@ func checkImage(t *testing.T, s *server, opt ProjectorOptions) {
 	}
 }
 
-// TestServerScaledProjector checks that a projector scaled up through ProjectorOptions still loads and encodes,
-// and that the image costs (ImageSize/PatchSize)² tokens, and that a tool call still works beside it.
+// TestServerScaledProjector checks that a projector scaled up through ProjectorOptions still loads and encodes, and
+// that the image costs (ImageSize/PatchSize)² tokens, and that a tool call still works beside it.
 func TestServerScaledProjector(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts llama-server")
 	}
-	opt := ProjectorOptions{ImageSize: 64, PatchSize: 8, EmbeddingLength: 64, Blocks: 3, Heads: 8}
+	opt := testmodel.ProjectorOptions{ImageSize: 64, PatchSize: 8, EmbeddingLength: 64, Blocks: 3, Heads: 8}
 	s := startServer(t, opt)
 	checkImage(t, s, opt)
 	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool()},
 		"max_tokens": 64})
 	wantCall(t, r, "list_dir", `{"path":"."}`)
 	if t.Failed() {
-		t.Logf("llama-server log:\n%s", s.log)
+		t.Logf("llama-server log:\n%s", s.log())
 	}
 }
 
@@ -677,8 +583,8 @@ func TestServerQuantizedKV(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts llama-server")
 	}
-	s := startServer(t, ProjectorOptions{}, "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0")
-	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 16}), Answer)
+	s := startServer(t, testmodel.ProjectorOptions{}, "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0")
+	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 16}), testmodel.Answer)
 	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool()},
 		"max_tokens": 64})
 	wantCall(t, r, "list_dir", `{"path":"."}`)
@@ -691,8 +597,8 @@ func TestServerQuantizedKV(t *testing.T) {
 		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
 	}
 	wantAnswer(t, s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 64}),
-		Answer)
+		testmodel.Answer)
 	if t.Failed() {
-		t.Logf("llama-server log:\n%s", s.log)
+		t.Logf("llama-server log:\n%s", s.log())
 	}
 }
