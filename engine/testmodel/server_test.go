@@ -277,6 +277,19 @@ func listDirTool() map[string]any {
 
 func user(text string) map[string]any { return map[string]any{"role": "user", "content": text} }
 
+// listDirHistory is one round of the agent loop: the user asks, the model calls list_dir, the tool returns
+// listing.
+func listDirHistory(listing string) []any {
+	return []any{
+		user("list the files"),
+		map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+			"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "list_dir", "arguments": `{"path":"."}`},
+		}}},
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": listing},
+	}
+}
+
 // wantCall checks that r is exactly one call of name with arguments args (compared as JSON text, which the model
 // writes compactly) and no content.
 func wantCall(t *testing.T, r result, name, args string) {
@@ -391,14 +404,7 @@ func TestServer(t *testing.T) {
 	})
 
 	// The agent loop: call, result, answer.
-	history := []any{
-		user("list the files"),
-		map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
-			"id": "call_1", "type": "function",
-			"function": map[string]any{"name": "list_dir", "arguments": `{"path":"."}`},
-		}}},
-		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
-	}
+	history := listDirHistory("a.txt\nb.txt")
 	t.Run("auto answers after result", func(t *testing.T) {
 		r := s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "tool_choice": "auto",
 			"max_tokens": 128})
@@ -588,14 +594,7 @@ func TestServerQuantizedKV(t *testing.T) {
 	r := s.chat(t, map[string]any{"messages": []any{user("list the files")}, "tools": []any{listDirTool()},
 		"max_tokens": 64})
 	wantCall(t, r, "list_dir", `{"path":"."}`)
-	history := []any{
-		user("list the files"),
-		map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
-			"id": "call_1", "type": "function",
-			"function": map[string]any{"name": "list_dir", "arguments": `{"path":"."}`},
-		}}},
-		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
-	}
+	history := listDirHistory("a.txt")
 	wantAnswer(t, s.chat(t, map[string]any{"messages": history, "tools": []any{listDirTool()}, "max_tokens": 64}),
 		testmodel.Answer)
 	if t.Failed() {
