@@ -786,7 +786,13 @@ func TestNotADatabase(t *testing.T) {
 
 func TestReadsDoNotWaitForWriters(t *testing.T) {
 	ctx := context.Background()
-	s := openTest(t)
+	// A 1 ms busy timeout turns any wait for the write lock into an immediate SQLITE_BUSY, so the reads below
+	// pass only if they never ask for it; no clock is read.
+	s, err := OpenWithOptions(ctx, filepath.Join(t.TempDir(), "visor.db"), Options{BusyTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	sess := newSession(t, s, Session{})
 	appendText(t, s, sess.ID, Message{Role: "user", Content: "hello"})
 	// Another writer holds the write lock (BEGIN IMMEDIATE) and is slow to commit.
@@ -795,21 +801,15 @@ func TestReadsDoNotWaitForWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	start := time.Now()
-	if msgs, err := s.Messages(rctx, sess.ID); err != nil || len(msgs) != 1 {
+	if msgs, err := s.Messages(ctx, sess.ID); err != nil || len(msgs) != 1 {
 		t.Fatalf("read during a write: %v %v", msgs, err)
 	}
-	if _, err := s.Search(rctx, Query{Text: "hello"}); err != nil {
+	if _, err := s.Search(ctx, Query{Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := s.Export(rctx, sess.ID, "json", &buf, ""); err != nil {
+	if err := s.Export(ctx, sess.ID, "json", &buf, ""); err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("reads took %s while a writer held the lock", d)
 	}
 }
 
