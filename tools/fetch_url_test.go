@@ -72,11 +72,8 @@ func TestFetchURL(t *testing.T) {
 	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/bin"}), "application/octet-stream", "not text")
 	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": "file:///etc/passwd"}), "http://")
 	impatient := builtinRegistry(t, BuiltinConfig{AllowFetch: true, FetchAllowPrivate: true, FetchTimeout: 300 * time.Millisecond})
-	start := time.Now()
+	// /slow answers 200 after 5 s, so the error itself shows that the 300 ms deadline cut the fetch.
 	mustFail(t, call(t, impatient, FetchURLName, map[string]any{"url": srv.URL + "/slow"}), "Timeout")
-	if el := time.Since(start); el > 3*time.Second {
-		t.Errorf("slow fetch took %s", el)
-	}
 }
 
 func TestFetchURLRefusesPrivateByDefault(t *testing.T) {

@@ -293,12 +293,10 @@ func TestTimeout(t *testing.T) {
 		<-block
 		return "late", nil
 	}, WithTimeout(30*time.Millisecond)))
+	// "stubborn" never returns before Cleanup, so Call coming back at all shows it was abandoned; the message
+	// shows which deadline fired (the default is 60 s).
 	for _, name := range []string{"polite", "stubborn"} {
-		start := time.Now()
 		res := r.Call(context.Background(), name, nil)
-		if el := time.Since(start); el > time.Second {
-			t.Errorf("%s took %s", name, el)
-		}
 		if !res.IsError || !strings.Contains(res.Text, "timed out after 30ms") {
 			t.Errorf("%s: %+v", name, res)
 		}

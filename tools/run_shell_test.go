@@ -57,11 +57,7 @@ func TestRunShellTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"sh"}, ShellTimeout: 300 * time.Millisecond})
-	start := time.Now()
 	res := call(t, r, RunShellName, map[string]any{"command": `sh -c 'sleep 60 & echo $! > pid; echo started; wait'`})
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("took %s", el)
-	}
 	mustFail(t, res, "killed after timeout of 300ms", "started")
 	b, err := os.ReadFile(filepath.Join(root, "pid"))
 	must(t, err)
