@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/visorhq/visor/engine/gguf"
 )
@@ -178,6 +179,9 @@ type LlamaShape struct {
 // Llama returns a llama model with the given shape and the tokenizer of tok (a real model's header, e.g.
 // stories260K.gguf: llama-server refuses a model without a working vocabulary).
 func Llama(s LlamaShape, tok *gguf.File) ([]gguf.KV, []gguf.Tensor, error) {
+	if err := s.check(); err != nil {
+		return nil, nil, err
+	}
 	tokens, ok := tok.Strings("tokenizer.ggml.tokens")
 	if !ok {
 		return nil, nil, fmt.Errorf("modelgen: %s has no tokenizer.ggml.tokens to copy", tok.Name)
@@ -196,7 +200,7 @@ func Llama(s LlamaShape, tok *gguf.File) ([]gguf.KV, []gguf.Tensor, error) {
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
 	}
 	for _, p := range tok.KV {
-		if len(p.Key) > 10 && p.Key[:10] == "tokenizer." {
+		if strings.HasPrefix(p.Key, "tokenizer.") {
 			kv = append(kv, p)
 		}
 	}
@@ -222,6 +226,20 @@ func Llama(s LlamaShape, tok *gguf.File) ([]gguf.KV, []gguf.Tensor, error) {
 			t(p+"ffn_gate.weight", e, ff), t(p+"ffn_up.weight", e, ff), t(p+"ffn_down.weight", ff, e))
 	}
 	return kv, ts, nil
+}
+
+// check refuses shapes that llama.cpp would refuse and that Llama itself cannot build: the head size divides
+// Embd by Heads, and random data is written as F16 or F32 elements only.
+func (s LlamaShape) check() error {
+	switch {
+	case s.Embd <= 0 || s.Layers <= 0 || s.FF <= 0 || s.Ctx <= 0:
+		return fmt.Errorf("modelgen: llama shape %+v: Embd, Layers, FF and Ctx must be positive", s)
+	case s.Heads <= 0 || s.HeadsKV <= 0 || s.Embd%s.Heads != 0 || s.Heads%s.HeadsKV != 0:
+		return fmt.Errorf("modelgen: llama shape %+v: Heads must divide Embd and HeadsKV must divide Heads", s)
+	case s.Random && s.Type != gguf.TypeF32 && s.Type != gguf.TypeF16:
+		return fmt.Errorf("modelgen: llama shape %+v: random weights need Type F32 or F16, not %v", s, s.Type)
+	}
+	return nil
 }
 
 func randomData(rng *rand.Rand, t gguf.Tensor) []byte {
