@@ -221,18 +221,17 @@ func (t *toolFlags) registry(logger *slog.Logger, store memory.Searcher) (*tools
 func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var ef engineFlags
-	var tf toolFlags
+	var t turn
 	var images listFlag
-	ef.register(fs)
-	tf.register(fs)
+	t.engine.register(fs)
+	t.toolFlags.register(fs)
 	fs.Var(&images, "image", "image file to attach (repeatable)")
-	system := fs.String("system", "", "system prompt")
-	maxSteps := fs.Int("max-steps", 8, "most model turns in one run")
-	maxTokens := fs.Int("max-tokens", 0, "most tokens per model turn (0: server default)")
-	db := fs.String("db", "", "conversation database (default ~/.local/share/visor/visor.db)")
-	sessionID := fs.String("session", "", "continue this stored session (an id or a unique prefix)")
-	noStore := fs.Bool("no-store", false, "do not store this conversation")
+	fs.StringVar(&t.system, "system", "", "system prompt")
+	fs.IntVar(&t.maxSteps, "max-steps", 8, "most model turns in one run")
+	fs.IntVar(&t.maxTokens, "max-tokens", 0, "most tokens per model turn (0: server default)")
+	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
+	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -240,17 +239,43 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if len(pos) == 0 {
 		return errors.New(`ask: no question: visor ask "your question"`)
 	}
-	user := agent.Message{Role: "user", Content: strings.Join(pos, " ")}
-	for _, p := range images {
+	t.agentName = "ask"
+	t.user = agent.Message{Role: "user", Content: strings.Join(pos, " ")}
+	if err := t.attach(images); err != nil {
+		return err
+	}
+	return runTurn(ctx, t, stdout, stderr, logger)
+}
+
+// turn is one user request to an agent, from `visor ask` flags or an agent file.
+type turn struct {
+	engine    engineFlags
+	toolFlags toolFlags
+	agentOptions
+	agentName string
+	user      agent.Message
+	db        string
+	session   string
+	noStore   bool
+}
+
+func (t *turn) attach(paths []string) error {
+	for _, p := range paths {
 		im, err := readImage(p)
 		if err != nil {
 			return err
 		}
-		user.Images = append(user.Images, im)
+		t.user.Images = append(t.user.Images, im)
 	}
+	return nil
+}
+
+// runTurn starts (or reuses) the engine, runs the agent for the user's message and stores the conversation.
+func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog.Logger) error {
 	var store *memory.Store
-	if !*noStore {
-		if store, err = openStore(ctx, *db); err != nil {
+	var err error
+	if !t.noStore {
+		if store, err = openStore(ctx, t.db); err != nil {
 			return err
 		}
 		defer store.Close()
@@ -259,24 +284,24 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if store != nil {
 		searcher = store
 	}
-	reg, err := tf.registry(logger, searcher)
-	if err != nil {
+	if t.tools, err = t.toolFlags.registry(logger, searcher); err != nil {
 		return err
 	}
-	conn, err := openEngine(ctx, ef, stderr, logger)
+	conn, err := openEngine(ctx, t.engine, stderr, logger)
 	if err != nil {
 		return err
 	}
 	defer conn.close()
-	if len(user.Images) > 0 && conn.server != nil && !conn.props.Vision {
-		return fmt.Errorf("--image given but the model has no vision projector: add --mmproj FILE.gguf")
+	if len(t.user.Images) > 0 && conn.server != nil && !conn.props.Vision {
+		return fmt.Errorf("an image is attached but the model has no vision projector: add --mmproj FILE.gguf")
 	}
-	o := agentOptions{tools: reg, toolFlags: tf, system: *system, maxSteps: *maxSteps, maxTokens: *maxTokens}
+	o := t.agentOptions
+	o.toolFlags = t.toolFlags
 	if store == nil {
-		_, err = runAgent(ctx, conn, o, nil, user, stdout, stderr, logger)
+		_, err = runAgent(ctx, conn, o, nil, t.user, stdout, stderr, logger)
 		return err
 	}
-	sess, history, err := openSession(ctx, store, *sessionID, user.Content, ef)
+	sess, history, err := openSession(ctx, store, t.session, t.user.Content, t.agentName, t.engine)
 	if err != nil {
 		return err
 	}
@@ -289,25 +314,25 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	defer conn.recordEvents(ctx, store, sess.ID)()
 	var storeErr error
 	o.record = agent.Recorder(ctx, store, sess.ID, func(err error) { storeErr = errors.Join(storeErr, err) })
-	f, err := runAgent(ctx, conn, o, history, user, stdout, stderr, logger)
+	f, err := runAgent(ctx, conn, o, history, t.user, stdout, stderr, logger)
 	// The turn is closed on a context that outlives Ctrl-C, so an interrupted run is marked, not left open.
 	if f.Reason == "canceled" || f.Reason == "error" {
 		_ = store.MarkInterrupted(context.WithoutCancel(ctx), sess.ID)
 	} else {
 		_ = store.EndTurn(context.WithoutCancel(ctx), sess.ID)
 	}
-	fmt.Fprintf(stderr, "session %s (continue with: visor ask --session %s \"…\")\n", sess.ID, shortID(sess.ID))
+	fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", sess.ID, shortID(sess.ID))
 	return errors.Join(err, storeErr)
 }
 
 // openSession continues a stored session or creates one titled after the question.
-func openSession(ctx context.Context, store *memory.Store, id, question string, ef engineFlags) (memory.Session, []agent.Message, error) {
+func openSession(ctx context.Context, store *memory.Store, id, question, agentName string, ef engineFlags) (memory.Session, []agent.Message, error) {
 	if id == "" {
 		model := ef.endpoint
 		if ef.model != "" {
 			model = filepath.Base(ef.model)
 		}
-		sess, err := store.CreateSession(ctx, memory.Session{Title: oneLine(question, 60), Agent: "ask", Model: model})
+		sess, err := store.CreateSession(ctx, memory.Session{Title: oneLine(question, 60), Agent: agentName, Model: model})
 		return sess, nil, err
 	}
 	full, err := store.ResolveSessionID(ctx, id)
@@ -370,13 +395,14 @@ func shortID(id string) string {
 }
 
 type agentOptions struct {
-	tools     *tools.Registry
-	toolFlags toolFlags
-	system    string
-	maxSteps  int
-	maxTokens int
-	choice    string
-	record    func(agent.Event) // optional: memory's recorder
+	tools       *tools.Registry
+	toolFlags   toolFlags
+	system      string
+	maxSteps    int
+	maxTokens   int
+	choice      string
+	temperature *float32
+	record      func(agent.Event) // optional: memory's recorder
 }
 
 // runAgent runs one user turn and prints it: answer text on stdout, tool activity and speed on stderr.
@@ -391,7 +417,7 @@ func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []a
 		mode = agent.Raw
 	}
 	a, err := agent.New(agent.Config{Model: conn.client, Tools: o.tools, System: o.system, Mode: mode, Format: format,
-		MaxSteps: o.maxSteps, MaxTokens: o.maxTokens, ToolChoice: o.choice, Logger: logger})
+		MaxSteps: o.maxSteps, MaxTokens: o.maxTokens, ToolChoice: o.choice, Temperature: o.temperature, Logger: logger})
 	if err != nil {
 		return agent.Finished{}, err
 	}

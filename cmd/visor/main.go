@@ -18,6 +18,7 @@ const usage = `visor — an agent runtime for local models on llama-server
 
 usage:
   visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
+  visor run agent.yaml ["prompt"] [--image file.png] [--session ID]   run an agent defined in YAML
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
   visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json] < output.txt
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdAsk(ctx, args[1:], stdout, stderr, logger)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr, logger)
+	case "run":
+		return cmdRun(ctx, args[1:], stdout, stderr, logger)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr, logger)
 	case "toolcalls":

@@ -244,3 +244,37 @@ func TestAskStartsFromThePlan(t *testing.T) {
 		t.Fatalf("bad --plan accepted: %v", err)
 	}
 }
+
+func TestRunAgentFromYAML(t *testing.T) {
+	enginetest.Binary(t)
+	dir := t.TempDir()
+	if _, _, err := testmodel.Files(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ws", "todo.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yml := filepath.Join(dir, "lister.yaml")
+	src := "name: lister\nmodel:\n  path: " + testmodel.ChatFileName + "\n  plan: off\ntools: [list_dir]\nworkspace: ws\n" +
+		"prompt: What is here?\nmax_steps: 3\ntemperature: 0\n"
+	if err := os.WriteFile(yml, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "v.db")
+	out, errOut, err := visor(t, "run", yml, "--db", db)
+	if err != nil || strings.TrimSpace(out) != "Hi!" || !strings.Contains(errOut, "todo.txt") {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	list, _, err := visor(t, "sessions", "list", "--db", db, "--agent", "lister")
+	if err != nil || !strings.Contains(list, "What is here?") {
+		t.Fatalf("session not stored under the agent's name: %v\n%s", err, list)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	_ = os.WriteFile(bad, []byte("name: x\nmodel: {path: m.gguf}\nmax_stpes: 2\n"), 0o644)
+	if _, _, err := visor(t, "run", bad, "hi"); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("typo in agent file: %v", err)
+	}
+}

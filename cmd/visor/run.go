@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/agent/agentfile"
+)
+
+// cmdRun is `visor run agent.yaml [prompt]`: the agent file gives the model, tools and limits; the command line
+// gives the prompt (or the file's default prompt), images and the session.
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var images listFlag
+	var t turn
+	fs.Var(&images, "image", "image file to attach (repeatable)")
+	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
+	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return errors.New(`run: no agent file: visor run agent.yaml ["prompt"]`)
+	}
+	spec, err := agentfile.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	prompt := strings.Join(pos[1:], " ")
+	if prompt == "" {
+		prompt = spec.Prompt
+	}
+	if prompt == "" {
+		return errors.New("run: no prompt: give one after the agent file, or set `prompt:` in " + spec.Path)
+	}
+	if err := applySpec(&t, spec); err != nil {
+		return err
+	}
+	t.user = agent.Message{Role: "user", Content: prompt}
+	if err := t.attach(images); err != nil {
+		return err
+	}
+	return runTurn(ctx, t, stdout, stderr, logger)
+}
+
+// applySpec turns an agent file into the same settings `visor ask` takes from flags, so both paths run one code.
+func applySpec(t *turn, s agentfile.Spec) error {
+	m := s.Model
+	t.agentName = s.Name
+	t.engine = engineFlags{model: m.Path, mmproj: m.MMProj, endpoint: m.Endpoint, ctx: m.Ctx, parallel: m.Parallel,
+		extra: m.ServerArgs, plan: m.Plan, gpu: m.GPU, cacheType: m.CacheType}
+	if t.engine.parallel == 0 {
+		t.engine.parallel = 1
+	}
+	if t.engine.plan == "" {
+		t.engine.plan = "auto"
+	}
+	if t.engine.gpu == "" {
+		t.engine.gpu = "auto"
+	}
+	if m.APIKeyEnv != "" {
+		t.engine.apiKey = os.Getenv(m.APIKeyEnv)
+	}
+	t.toolFlags = toolFlags{names: strings.Join(s.Tools, ","), workspace: s.Workspace, fetch: s.AllowFetch,
+		shell: strings.Join(s.AllowShell, ","), raw: s.ToolMode == "raw", format: s.ToolFormat}
+	if t.toolFlags.format == "" {
+		t.toolFlags.format = "hermes"
+	}
+	t.system, t.maxSteps, t.maxTokens, t.choice, t.temperature = s.System, s.MaxSteps, s.MaxTokens, s.ToolChoice, s.Temperature
+	if t.maxSteps == 0 {
+		t.maxSteps = 8
+	}
+	if len(s.MCP) > 0 {
+		return errors.New("run: " + s.Path + ": mcp servers are not supported by this build yet")
+	}
+	return nil
+}
