@@ -205,6 +205,8 @@ func (t *toolFlags) registry(logger *slog.Logger, store memory.Searcher) (*tools
 	all := tools.Builtins(cfg)
 	if store != nil {
 		all = append(all, memory.SearchTool(store, ""))
+	} else if strings.Contains(","+t.names+",", ","+memory.SearchToolName+",") {
+		return nil, fmt.Errorf("--tools: %s searches the conversation database, which --no-store turns off", memory.SearchToolName)
 	}
 	sel, err := tools.Select(all, strings.Split(t.names, ",")...)
 	if err != nil {
