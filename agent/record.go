@@ -40,7 +40,9 @@ func Recorder(ctx context.Context, store Store, sessionID string, onErr func(err
 			}
 			step.ToolRuns = append(step.ToolRuns, tr)
 		}
-		if err := store.AppendStep(ctx, sessionID, step); err != nil {
+		// Ctrl-C cancels ctx, and the step that was interrupted is exactly the one worth keeping: write it on a
+		// context that outlives the cancel (the store's busy timeout still bounds the write).
+		if err := store.AppendStep(context.WithoutCancel(ctx), sessionID, step); err != nil {
 			onErr(err)
 		}
 	}

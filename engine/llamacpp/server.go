@@ -203,6 +203,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("llamacpp: start %s: %w", bin, err)
 	}
 	s.cmd = cmd
+	logger.Info("llama-server started", "pid", cmd.Process.Pid, "url", s.url)
 	go func() {
 		s.waitErr = cmd.Wait()
 		_ = pw.Close()

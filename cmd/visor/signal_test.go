@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/memory"
+)
+
+// TestMain lets a test run this binary as the visor command itself, to send it real signals.
+func TestMain(m *testing.M) {
+	if os.Getenv("VISOR_TEST_AS_MAIN") != "" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestCtrlCStopsCleanly interrupts a streaming `visor ask` with SIGINT: it must exit promptly, stop the
+// llama-server it started, and leave the stored turn marked interrupted with the question and partial answer.
+func TestCtrlCStopsCleanly(t *testing.T) {
+	enginetest.Binary(t)
+	model := enginetest.SharedModel(t, "stories260K.gguf")
+	db := filepath.Join(t.TempDir(), "v.db")
+	cmd := exec.Command(os.Args[0], "ask", "Once upon a time", "--model", model, "--ctx", "2048", "--max-tokens", "1900",
+		"--db", db, "--plan", "off", "--server-arg", "-t", "--server-arg", "1")
+	cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1", "VISOR_DEBUG=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The debug log names the server's pid; collect it while the answer streams.
+	pidc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if i := strings.Index(sc.Text(), "pid="); i >= 0 && strings.Contains(sc.Text(), "llama-server started") {
+				pidc <- strings.Fields(sc.Text()[i+4:])[0]
+			}
+		}
+	}()
+	if _, err := bufio.NewReader(stdout).ReadString(' '); err != nil {
+		t.Fatalf("no answer streamed: %v", err)
+	}
+	var serverPID string
+	select {
+	case serverPID = <-pidc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("server pid not logged")
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("visor ask did not exit after SIGINT")
+	}
+	if _, err := os.Stat("/proc/" + serverPID); err == nil {
+		b, _ := os.ReadFile("/proc/" + serverPID + "/stat")
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] != "Z" {
+			t.Fatalf("llama-server %s still running after visor exited", serverPID)
+		}
+	}
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sessions, err := store.ListSessions(context.Background(), memory.SessionFilter{})
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("sessions %v %v", sessions, err)
+	}
+	msgs, err := store.Messages(context.Background(), sessions[0].ID)
+	if err != nil || len(msgs) != 2 || msgs[0].Content != "Once upon a time" || !msgs[1].Interrupted || msgs[1].Content == "" {
+		t.Fatalf("stored turn after Ctrl-C: %+v %v", msgs, err)
+	}
+}
