@@ -92,3 +92,41 @@ func TestCtrlCStopsCleanly(t *testing.T) {
 		t.Fatalf("stored turn after Ctrl-C: %+v %v", msgs, err)
 	}
 }
+
+// TestTwoAsksShareOneDatabase runs two visor processes at once against one database file: both must succeed and
+// both conversations must be stored whole.
+func TestTwoAsksShareOneDatabase(t *testing.T) {
+	enginetest.Binary(t)
+	model := enginetest.SharedModel(t, "stories260K.gguf")
+	db := filepath.Join(t.TempDir(), "v.db")
+	var cmds []*exec.Cmd
+	for _, q := range []string{"Once upon a time", "Tom had a dog"} {
+		cmd := exec.Command(os.Args[0], "ask", q, "--model", model, "--ctx", "512", "--max-tokens", "40", "--db", db,
+			"--plan", "off", "--server-arg", "-t", "--server-arg", "1")
+		cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("a concurrent visor ask failed: %v", err)
+		}
+	}
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sessions, err := store.ListSessions(context.Background(), memory.SessionFilter{})
+	if err != nil || len(sessions) != 2 {
+		t.Fatalf("sessions %+v %v", sessions, err)
+	}
+	for _, s := range sessions {
+		msgs, err := store.Messages(context.Background(), s.ID)
+		if err != nil || len(msgs) != 2 || msgs[1].Content == "" || msgs[1].Interrupted {
+			t.Fatalf("session %s: %+v %v", s.Title, msgs, err)
+		}
+	}
+}
