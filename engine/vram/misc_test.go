@@ -160,3 +160,27 @@ func TestFactsHostileHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestNVMLReadsTheGPU runs where an NVIDIA driver is present (the lent H200): NVML must report each device with
+// consistent memory figures. CI and CPU machines have no GPU, so it skips there with a message.
+func TestNVMLReadsTheGPU(t *testing.T) {
+	gpus, err := NVML{}.GPUs(context.Background())
+	if errors.Is(err, ErrNoGPU) {
+		t.Skipf("no NVIDIA GPU on this machine (%v); run this test on a GPU machine", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) == 0 {
+		t.Fatal("NVML initialised but reported no device")
+	}
+	for _, g := range gpus {
+		t.Logf("%s: total %d MiB, free %d MiB, used %d MiB, %d processes", g.Name, g.Total>>20, g.Free>>20, g.Used>>20, len(g.Processes))
+		if g.Name == "" || g.Total == 0 || g.Free > g.Total || g.Used > g.Total {
+			t.Errorf("inconsistent device %+v", g)
+		}
+	}
+	if _, err := ResolveGPU(context.Background(), NVML{}, "0"); err != nil {
+		t.Errorf("device 0: %v", err)
+	}
+}
