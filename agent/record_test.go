@@ -114,3 +114,33 @@ func TestStoredSessionResumesWithCacheHit(t *testing.T) {
 		t.Fatalf("resumed request evaluated %d new tokens: the prefix (images included) was re-processed", tm.PromptN)
 	}
 }
+
+// TestPrefillEncodesImagesAhead prefills a screenshot before the question exists, then asks: the real request must
+// find the image already in llama-server's cache. The baseline is the same question with another image of the
+// same size that was not prefilled, on the same server.
+func TestPrefillEncodesImagesAhead(t *testing.T) {
+	srv := enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1})
+	ctx := context.Background()
+	a := newAgent(t, srv, tools.NewRegistry(), agent.Native)
+	ask := func(seed uint8, prefill bool) int {
+		im := []tools.Image{{MIME: "image/png", Data: testPNG(t, seed)}}
+		if prefill {
+			tm, err := a.Prefill(ctx, nil, agent.Message{Role: "user", Images: im})
+			if err != nil || tm == nil || tm.PromptN == 0 {
+				t.Fatalf("prefill: %+v %v", tm, err)
+			}
+		}
+		f := a.Run(ctx, nil, agent.Message{Role: "user", Content: "What is on screen?", Images: im}, nil)
+		if f.Err != nil || f.Final.Timings == nil {
+			t.Fatalf("run: %+v", f)
+		}
+		return f.Final.Timings.CacheN
+	}
+	baseline := ask(40, false)
+	prefilled := ask(80, true)
+	t.Logf("cached tokens: %d without prefill, %d with", baseline, prefilled)
+	// The tiny projector turns a 16×16 PNG into 16 image tokens.
+	if prefilled-baseline < 16 {
+		t.Fatalf("prefill did not leave the image in the cache: %d vs %d cached tokens", prefilled, baseline)
+	}
+}

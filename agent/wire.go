@@ -146,12 +146,13 @@ func userLike(role, content string, images []tools.Image) openai.ChatCompletionM
 	if len(images) == 0 {
 		return openai.ChatCompletionMessage{Role: role, Content: content}
 	}
+	// Images go before the text: a prefill of the images alone (Agent.Prefill) is then a prefix of this message.
 	parts := []openai.ChatMessagePart{}
-	if content != "" {
-		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: content})
-	}
 	for _, im := range images {
 		parts = append(parts, engine.ImagePart(im.MIME, im.Data))
+	}
+	if content != "" {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: content})
 	}
 	return openai.ChatCompletionMessage{Role: role, MultiContent: parts}
 }
