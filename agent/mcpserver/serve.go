@@ -37,13 +37,8 @@ func (s *Server) Handler() http.Handler {
 // (127.0.0.1:PORT, [::1]:PORT or localhost:PORT; port 0 picks a free one): the agent behind it can run tools on
 // this machine, so it is never offered to the network. ready, if set, gets the endpoint URL once listening.
 func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(url string)) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("MCP address %q: %w (want 127.0.0.1:PORT)", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("MCP address %q is not loopback: visor serves MCP on 127.0.0.1 only, because the agent "+
-			"can run tools on this machine; use 127.0.0.1:PORT", addr)
+	if err := CheckAddr(addr); err != nil {
+		return err
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
@@ -70,6 +65,20 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(url
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		_ = hs.Close()
+	}
+	return nil
+}
+
+// CheckAddr reports whether addr is a loopback host:port that ListenAndServe accepts, so a command can refuse a
+// bad address before it loads a model.
+func CheckAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("MCP address %q: %w (want 127.0.0.1:PORT)", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("MCP address %q is not loopback: visor serves MCP on 127.0.0.1 only, because the agent "+
+			"can run tools on this machine; use 127.0.0.1:PORT", addr)
 	}
 	return nil
 }

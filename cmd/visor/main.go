@@ -19,6 +19,7 @@ const usage = `visor — an agent runtime for local models on llama-server
 usage:
   visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
   visor run agent.yaml ["prompt"] [--image file.png] [--session ID]   run an agent defined in YAML
+  visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
   visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json] < output.txt
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdAsk(ctx, args[1:], stdout, stderr, logger)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr, logger)
+	case "mcp":
+		return cmdMCP(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, logger)
 	case "demo":

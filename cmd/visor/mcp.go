@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/agent/mcpserver"
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/memory"
+)
+
+const mcpUsage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
+
+Serves the agent as an MCP server with one tool, "ask" (prompt, images, session). Without --http it speaks
+MCP on stdin and stdout, as MCP clients expect of a command; with --http it serves streamable HTTP at
+http://ADDR/mcp on a loopback address only.
+`
+
+// cmdMCP runs `visor mcp serve`: the agent behind an MCP server, on stdio or streamable HTTP.
+func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprint(stderr, mcpUsage)
+		return errors.New("mcp: want the subcommand serve: visor mcp serve [--http 127.0.0.1:PORT]")
+	}
+	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ef engineFlags
+	var tf toolFlags
+	ef.register(fs)
+	tf.register(fs)
+	httpAddr := fs.String("http", "", "serve streamable HTTP on this loopback address (127.0.0.1:PORT) instead of stdio")
+	toolName := fs.String("tool-name", "ask", "name of the MCP tool that runs the agent")
+	system := fs.String("system", "", "system prompt")
+	maxSteps := fs.Int("max-steps", 8, "most model turns in one run")
+	maxTokens := fs.Int("max-tokens", 0, "most tokens per model turn (0: server default)")
+	db := fs.String("db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	noStore := fs.Bool("no-store", false, "do not store conversations; callers cannot continue sessions")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("mcp serve: unexpected argument %q: prompts come from the MCP client", fs.Arg(0))
+	}
+	if *httpAddr != "" {
+		if err := mcpserver.CheckAddr(*httpAddr); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+	}
+
+	var store *memory.Store
+	var searcher memory.Searcher
+	if !*noStore {
+		var err error
+		if store, err = openStore(ctx, *db); err != nil {
+			return err
+		}
+		defer store.Close()
+		searcher = store
+	}
+	reg, err := tf.registry(logger, searcher)
+	if err != nil {
+		return err
+	}
+	format, err := toolcall.ParseFormat(tf.format)
+	if err != nil {
+		return fmt.Errorf("--tool-format: %w", err)
+	}
+	conn, err := openEngine(ctx, ef, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	mode := agent.Native
+	if tf.raw || !conn.props.ToolsInTemplate() {
+		mode = agent.Raw
+	}
+	a, err := agent.New(agent.Config{Model: conn.client, Tools: reg, System: *system, Mode: mode, Format: format,
+		MaxSteps: *maxSteps, MaxTokens: *maxTokens, Logger: logger})
+	if err != nil {
+		return err
+	}
+	cfg := mcpserver.Config{Runner: a, ToolName: *toolName, Agent: "mcp", Model: modelLabel(ef), Logger: logger}
+	if store != nil {
+		// A nil *memory.Store in the interface would look like a store; only set it when there is one.
+		cfg.Store = store
+	}
+	srv, err := mcpserver.New(cfg)
+	if err != nil {
+		return err
+	}
+	if *httpAddr == "" {
+		// stdout carries the protocol; everything for people goes to stderr.
+		fmt.Fprintln(stderr, "visor MCP server on stdio (tool "+*toolName+")")
+		return srv.ServeIO(ctx, stdin, stdout)
+	}
+	return srv.ListenAndServe(ctx, *httpAddr, func(url string) {
+		fmt.Fprintf(stderr, "visor MCP server at %s (tool %s)\n", url, *toolName)
+	})
+}
+
+// modelLabel is what stored sessions record as their model.
+func modelLabel(ef engineFlags) string {
+	if ef.model != "" {
+		return filepath.Base(ef.model)
+	}
+	return ef.endpoint
+}
