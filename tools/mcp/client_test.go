@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -256,4 +258,46 @@ func TestStreamableHTTP(t *testing.T) {
 	if auth.Load() != "Bearer k" {
 		t.Fatalf("header not sent: %v", auth.Load())
 	}
+}
+
+// TestHTTPServerRestartIsTransparent: a streamable HTTP server that restarts forgets its sessions and answers
+// 404; the refused call never ran, so the client reconnects and makes it again.
+func TestHTTPServerRestartIsTransparent(t *testing.T) {
+	var current atomic.Pointer[sdk.StreamableHTTPHandler]
+	fresh := func() {
+		current.Store(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return testServer() }, nil))
+	}
+	fresh()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().ServeHTTP(w, r) }))
+	t.Cleanup(ts.Close)
+	var logs lockedBuffer
+	c := connect(t, mcp.ServerConfig{Name: "web", URL: ts.URL, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	reg := registry(t, c)
+	if r := reg.Call(context.Background(), "web__echo", json.RawMessage(`{"text":"one"}`)); r.Text != "echo: one" {
+		t.Fatalf("before restart: %+v", r)
+	}
+	fresh() // the "restarted" server knows no sessions
+	if r := reg.Call(context.Background(), "web__echo", json.RawMessage(`{"text":"two"}`)); r.IsError || r.Text != "echo: two" {
+		t.Fatalf("after restart: %+v", r)
+	}
+	if !strings.Contains(logs.String(), "lost the session") {
+		t.Fatalf("the call did not go through a reconnect: %s", logs.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -129,6 +129,18 @@ func (c *Client) call(ctx context.Context, remote string, args json.RawMessage) 
 		params.Arguments = args
 	}
 	res, err := cn.sess.CallTool(ctx, params)
+	if errors.Is(err, sdk.ErrSessionMissing) && ctx.Err() == nil {
+		// An HTTP server that restarted forgot our session and refused the call without running it, so
+		// calling again on a new session is safe.
+		c.logger.Warn("MCP server lost the session; reconnecting", "server", c.cfg.Name, "err", err)
+		if rerr := c.restart(ctx, cn); rerr != nil {
+			return tools.Errorf("MCP server %q lost the session and could not be reconnected, so tool %q was not run: %v",
+				c.cfg.Name, remote, rerr)
+		}
+		if cn, err = c.live(ctx); err == nil {
+			res, err = cn.sess.CallTool(ctx, params)
+		}
+	}
 	if err == nil {
 		return convert(c.cfg.Name, remote, res)
 	}
