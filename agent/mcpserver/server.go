@@ -55,6 +55,9 @@ type Config struct {
 	Name, Version string
 	// Agent and Model label stored sessions (memory.Session.Agent, .Model); Agent defaults to "mcp".
 	Agent, Model string
+	// NoVision says the model cannot see images, so calls with images are refused with a message saying so
+	// instead of failing inside the engine.
+	NoVision bool
 	// MaxImageBytes bounds each decoded image; default 20 MiB.
 	MaxImageBytes int
 	Logger        *slog.Logger
@@ -149,6 +152,10 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		return nil, AskOutput{}, errors.New(`"prompt" is empty: put the task or question for the agent in "prompt"`)
 	}
 	user := agent.Message{Role: "user", Content: in.Prompt}
+	if len(in.Images) > 0 && s.cfg.NoVision {
+		return nil, AskOutput{}, errors.New(`this agent's model cannot see images: leave "images" out and describe ` +
+			`the picture in "prompt"`)
+	}
 	for i, im := range in.Images {
 		img, err := s.decodeImage(i, im)
 		if err != nil {
@@ -181,7 +188,8 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		if _, err := s.cfg.Store.BeginTurn(ctx, sessionID); err != nil {
 			return nil, AskOutput{}, fmt.Errorf("session %s: begin turn: %w", sessionID, err)
 		}
-		record = agent.Recorder(ctx, s.cfg.Store, sessionID, func(err error) { storeErr = errors.Join(storeErr, err) })
+		// Steps are written on a context that outlives a client's cancel, so a stopped run keeps what it did.
+		record = agent.Recorder(context.WithoutCancel(ctx), s.cfg.Store, sessionID, func(err error) { storeErr = errors.Join(storeErr, err) })
 	}
 
 	progress := newProgress(ctx, req)
@@ -247,8 +255,10 @@ func (s *Server) decodeImage(i int, im Image) (tools.Image, error) {
 		return tools.Image{}, fmt.Errorf("images[%d] is not an image (the bytes look like %s): send a PNG, JPEG, GIF or WebP file",
 			i, detected)
 	}
+	// The caller's type wins for formats the sniffer does not know (it is only a guess), but not when it
+	// claims something other than an image.
 	mime := im.MIME
-	if mime == "" {
+	if !strings.HasPrefix(mime, "image/") {
 		mime = detected
 	}
 	return tools.Image{MIME: mime, Data: data}, nil

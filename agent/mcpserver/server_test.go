@@ -196,6 +196,16 @@ func TestAskErrorsAreToolErrors(t *testing.T) {
 	if res := ask(t, cs, map[string]any{"prompt": "hello"}); res.IsError || text(res, 0) != "Hi!" {
 		t.Fatalf("after errors: %q", text(res, 0))
 	}
+	blind, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil), NoVision: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcs, _ := client(t, blind)
+	res := ask(t, bcs, map[string]any{"prompt": "look", "images": []map[string]any{
+		{"data": base64.StdEncoding.EncodeToString(pngBytes(t))}}})
+	if !res.IsError || !strings.Contains(text(res, 0), "cannot see images") {
+		t.Fatalf("image for a model without vision: %q", text(res, 0))
+	}
 	if _, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil), ToolName: "bad name"}); err == nil {
 		t.Fatal("a tool name with a space was accepted")
 	}

@@ -85,7 +85,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	cfg := mcpserver.Config{Runner: a, ToolName: *toolName, Agent: "mcp", Model: modelLabel(ef), Logger: logger}
+	cfg := mcpserver.Config{Runner: a, ToolName: *toolName, Agent: "mcp", Model: modelLabel(ef), Logger: logger,
+		// As in ask: a server visor started says whether it has a projector; an --endpoint may not say.
+		NoVision: conn.server != nil && !conn.props.Vision}
 	if store != nil {
 		// A nil *memory.Store in the interface would look like a store; only set it when there is one.
 		cfg.Store = store
