@@ -44,9 +44,15 @@ type ServerConfig struct {
 	NoPrefix bool
 	// Timeout bounds each call (tools.Spec.Timeout); zero leaves the Registry's default.
 	Timeout time.Duration
+	// ReturnsImages marks the server's tools as ones that may return images (a browser or screenshot server),
+	// so the engine planner keeps a vision encoder ready; MCP tool listings do not say so themselves.
+	ReturnsImages bool
 	// Logger receives restarts and the server's stderr at debug level; nil discards.
 	Logger *slog.Logger
 }
+
+// reconnectTimeout bounds restarting a dead server: starting a process or an HTTP handshake, not a tool call.
+const reconnectTimeout = 30 * time.Second
 
 // ErrClosed is returned by calls on a Client after Close.
 var ErrClosed = errors.New("MCP client closed")
@@ -247,6 +253,9 @@ func (c *Client) restart(ctx context.Context, cn *conn) error {
 // reaped even if it had only stopped answering.
 func (c *Client) replace(ctx context.Context, old *conn) (*conn, error) {
 	_ = c.end(old)
+	// A server that accepts the connection but never answers must not hold every later call behind mu.
+	ctx, cancel := context.WithTimeout(ctx, reconnectTimeout)
+	defer cancel()
 	cn, err := c.dial(ctx)
 	if err != nil {
 		return nil, err

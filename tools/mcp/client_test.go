@@ -60,7 +60,7 @@ func registry(t *testing.T, c *mcp.Client) *tools.Registry {
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 func TestInMemoryServerToolsThroughRegistry(t *testing.T) {
-	c := connect(t, mcp.ServerConfig{Name: "t", Transport: inMemory(t, testServer())})
+	c := connect(t, mcp.ServerConfig{Name: "t", Transport: inMemory(t, testServer()), ReturnsImages: true})
 	var names []string
 	for _, tl := range c.Tools() {
 		names = append(names, tl.Spec().Name)
@@ -75,6 +75,10 @@ func TestInMemoryServerToolsThroughRegistry(t *testing.T) {
 	var schema map[string]any
 	if err := json.Unmarshal(echo.Spec().Parameters, &schema); err != nil {
 		t.Fatal(err)
+	}
+	shot, _ := reg.Get("t__screenshot")
+	if !echo.Spec().ReturnsImages || echo.Spec().Parallel || !shot.Spec().Parallel {
+		t.Fatalf("spec flags: %+v", echo.Spec())
 	}
 	if req, _ := schema["required"].([]any); len(req) != 1 || req[0] != "text" || echo.Spec().Description != "Echo the text back" {
 		t.Fatalf("echo spec lost the server's schema or description: %s %q", echo.Spec().Parameters, echo.Spec().Description)

@@ -57,7 +57,8 @@ func testServer() *sdk.Server {
 		func(ctx context.Context, _ *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + in.Text}}}, nil, nil
 		})
-	sdk.AddTool(s, &sdk.Tool{Name: "screenshot", Description: "Take a screenshot"},
+	sdk.AddTool(s, &sdk.Tool{Name: "screenshot", Description: "Take a screenshot",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ empty) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{
 				&sdk.TextContent{Text: "an 8x8 gradient"},

@@ -61,7 +61,8 @@ func (c *Client) wrap(remote []*sdk.Tool) ([]tools.Tool, error) {
 		if desc == "" {
 			desc = r.Title
 		}
-		spec := tools.Spec{Name: name, Description: desc, Parameters: params, Timeout: c.cfg.Timeout}
+		spec := tools.Spec{Name: name, Description: desc, Parameters: params, Timeout: c.cfg.Timeout,
+			ReturnsImages: c.cfg.ReturnsImages}
 		// Only a tool the server promises does not change anything may run beside other calls; an MCP server
 		// is often one process with shared state, so the default is one call at a time.
 		if a := r.Annotations; a != nil && a.ReadOnlyHint {
