@@ -62,7 +62,10 @@ var ErrClosed = errors.New("MCP client closed")
 type Client struct {
 	cfg    ServerConfig
 	logger *slog.Logger
-	tools  []tools.Tool
+
+	tmu   sync.Mutex // guards tools and regs; held while refreshing so refreshes apply in order
+	tools []tools.Tool
+	regs  []*tools.Registry
 
 	mu     sync.Mutex
 	cn     *conn // nil after Close
@@ -108,7 +111,10 @@ func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 		}
 		remote = append(remote, t)
 	}
-	if c.tools, err = c.wrap(remote); err != nil {
+	c.tmu.Lock()
+	c.tools, err = c.wrap(remote)
+	c.tmu.Unlock()
+	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -138,18 +144,85 @@ func (cfg ServerConfig) check() error {
 // Name is the server's configured name.
 func (c *Client) Name() string { return c.cfg.Name }
 
-// Tools returns the server's tools wrapped for the Registry, sorted as the server listed them.
-func (c *Client) Tools() []tools.Tool { return append([]tools.Tool(nil), c.tools...) }
+// Tools returns the server's tools wrapped for the Registry, in the order the server listed them.
+func (c *Client) Tools() []tools.Tool {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	return append([]tools.Tool(nil), c.tools...)
+}
 
 // Register adds every tool of the server to reg, stopping at the first refusal (a duplicate name, or a schema
-// the Registry cannot compile).
+// the Registry cannot compile). reg then follows the server: when it announces a changed tool list, withdrawn
+// tools are unregistered and new ones registered.
 func (c *Client) Register(reg *tools.Registry) error {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
 	for _, t := range c.tools {
 		if err := reg.Register(t); err != nil {
 			return fmt.Errorf("MCP server %s: %w", c.cfg.Name, err)
 		}
 	}
+	c.regs = append(c.regs, reg)
 	return nil
+}
+
+// refresh re-lists the tools after the server announced a change, and brings Tools and the registries given
+// to Register up to date. A tool whose spec changed is registered again under the same name.
+func (c *Client) refresh(ctx context.Context) {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	cn, err := c.live(ctx)
+	if err != nil {
+		return
+	}
+	var remote []*sdk.Tool
+	for t, err := range cn.sess.Tools(ctx, nil) {
+		if err != nil {
+			c.logger.Warn("MCP server changed its tools but listing them failed; keeping the old list",
+				"server", c.cfg.Name, "err", err)
+			return
+		}
+		remote = append(remote, t)
+	}
+	fresh, err := c.wrap(remote)
+	if err != nil {
+		c.logger.Warn("MCP server changed its tools to an unusable list; keeping the old one", "server", c.cfg.Name, "err", err)
+		return
+	}
+	old := map[string]tools.Spec{}
+	for _, t := range c.tools {
+		old[t.Spec().Name] = t.Spec()
+	}
+	now := map[string]bool{}
+	var added, removed []string
+	for _, t := range fresh {
+		sp := t.Spec()
+		now[sp.Name] = true
+		if prev, ok := old[sp.Name]; ok && sameSpec(prev, sp) {
+			continue
+		}
+		for _, reg := range c.regs {
+			reg.Unregister(sp.Name)
+			if err := reg.Register(t); err != nil {
+				c.logger.Warn("MCP tool not registered", "server", c.cfg.Name, "tool", sp.Name, "err", err)
+			}
+		}
+		added = append(added, sp.Name)
+	}
+	for name := range old {
+		if !now[name] {
+			for _, reg := range c.regs {
+				reg.Unregister(name)
+			}
+			removed = append(removed, name)
+		}
+	}
+	c.tools = fresh
+	c.logger.Info("MCP server changed its tools", "server", c.cfg.Name, "added_or_changed", added, "removed", removed)
+}
+
+func sameSpec(a, b tools.Spec) bool {
+	return a.Description == b.Description && string(a.Parameters) == string(b.Parameters) && a.Parallel == b.Parallel
 }
 
 // Close ends the session; a subprocess gets its stdin closed, then SIGTERM, then SIGKILL, and is waited for,
@@ -201,8 +274,18 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		hc := &http.Client{Transport: headerTransport{headers: c.cfg.Headers, base: http.DefaultTransport}}
 		t = &sdk.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: hc}
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "visor", Version: "dev"},
-		&sdk.ClientOptions{Logger: c.logger, Capabilities: &sdk.ClientCapabilities{}})
+	client := sdk.NewClient(&sdk.Implementation{Name: "visor", Version: "dev"}, &sdk.ClientOptions{
+		Logger: c.logger, Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			// Not inline: listing from inside the notification handler would wait on the connection that is
+			// delivering the notification.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), reconnectTimeout)
+				defer cancel()
+				c.refresh(ctx)
+			}()
+		},
+	})
 	sess, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		what := c.cfg.URL
@@ -227,6 +310,9 @@ func (c *Client) live(ctx context.Context) (*conn, error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
+	}
+	if c.cn == nil {
+		return nil, errors.New("not connected yet")
 	}
 	if !c.cn.dead() {
 		return c.cn, nil

@@ -305,3 +305,39 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestRegistryFollowsToolListChanges: a server that adds and withdraws tools at runtime announces it, and the
+// registries the client registered into follow.
+func TestRegistryFollowsToolListChanges(t *testing.T) {
+	srv := testServer()
+	c := connect(t, mcp.ServerConfig{Name: "t", Transport: inMemory(t, srv)})
+	reg := registry(t, c)
+	has := func(name string) bool { _, ok := reg.Get(name); return ok }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("registry never saw %s; has %d tools", what, len(reg.Specs()))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "late", Description: "Added after connect"},
+		func(ctx context.Context, _ *sdk.CallToolRequest, _ empty) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "late tool"}}}, nil, nil
+		})
+	waitFor("t__late added", func() bool { return has("t__late") })
+	if r := reg.Call(context.Background(), "t__late", nil); r.IsError || r.Text != "late tool" {
+		t.Fatalf("late tool: %+v", r)
+	}
+	srv.RemoveTools("echo")
+	waitFor("t__echo removed", func() bool { return !has("t__echo") })
+	if !has("t__pid") {
+		t.Fatal("an unchanged tool was dropped")
+	}
+	for _, tl := range c.Tools() {
+		if tl.Spec().Name == "t__echo" {
+			t.Fatal("Tools still lists the withdrawn tool")
+		}
+	}
+}
