@@ -102,7 +102,9 @@ func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock() // a tools/list_changed refresh may already be looking
 	c.cn = cn
+	c.mu.Unlock()
 	var remote []*sdk.Tool
 	for t, err := range cn.sess.Tools(ctx, nil) {
 		if err != nil {
@@ -111,14 +113,15 @@ func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 		}
 		remote = append(remote, t)
 	}
-	c.tmu.Lock()
-	c.tools, err = c.wrap(remote)
-	c.tmu.Unlock()
+	wrapped, err := c.wrap(remote)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	c.logger.Debug("MCP server connected", "server", cfg.Name, "tools", len(c.tools))
+	c.tmu.Lock()
+	c.tools = wrapped
+	c.tmu.Unlock()
+	c.logger.Debug("MCP server connected", "server", cfg.Name, "tools", len(wrapped))
 	return c, nil
 }
 
