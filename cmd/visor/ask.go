@@ -22,6 +22,7 @@ import (
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"
+	"github.com/visorhq/visor/tools/mcp"
 )
 
 // engineFlags are the flags every command that talks to a model shares.
@@ -176,6 +177,7 @@ type toolFlags struct {
 	names, workspace, shell string
 	fetch, raw              bool
 	format                  string
+	mcp                     []mcp.ServerConfig
 }
 
 func (t *toolFlags) register(fs *flag.FlagSet) {
@@ -185,17 +187,49 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.fetch, "allow-fetch", false, "let fetch_url reach the network")
 	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
 	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes or qwen-xml")
+	fs.Func("mcp", `MCP server whose tools the agent may call: "name=command args…" (stdio) or "name=http://…" (repeatable)`,
+		func(v string) error {
+			sc, err := mcp.ParseServer(v)
+			if err != nil {
+				return err
+			}
+			t.mcp = append(t.mcp, sc)
+			return nil
+		})
 }
 
-// registry builds the selected tools. store may be nil (no database), which leaves session_search out.
-func (t *toolFlags) registry(logger *slog.Logger, store memory.Searcher) (*tools.Registry, error) {
-	reg := tools.NewRegistry(tools.WithLogger(logger))
+// registry builds the selected tools and connects the MCP servers; close ends those servers. store may be nil
+// (no database), which leaves session_search out.
+func (t *toolFlags) registry(ctx context.Context, logger *slog.Logger, store memory.Searcher) (reg *tools.Registry, close func(), err error) {
+	reg = tools.NewRegistry(tools.WithLogger(logger))
+	var clients []*mcp.Client
+	close = func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			close()
+		}
+	}()
+	for _, sc := range t.mcp {
+		sc.Logger = logger
+		c, err := mcp.Connect(ctx, sc)
+		if err != nil {
+			return nil, close, fmt.Errorf("--mcp %s: %w", sc.Name, err)
+		}
+		clients = append(clients, c)
+		if err := c.Register(reg); err != nil {
+			return nil, close, fmt.Errorf("--mcp %s: %w", sc.Name, err)
+		}
+	}
 	if t.names == "" {
-		return reg, nil
+		return reg, close, nil
 	}
 	root, err := filepath.Abs(t.workspace)
 	if err != nil {
-		return nil, fmt.Errorf("--workspace: %w", err)
+		return nil, close, fmt.Errorf("--workspace: %w", err)
 	}
 	var shell []string
 	if t.shell != "" {
@@ -206,18 +240,18 @@ func (t *toolFlags) registry(logger *slog.Logger, store memory.Searcher) (*tools
 	if store != nil {
 		all = append(all, memory.SearchTool(store, ""))
 	} else if strings.Contains(","+t.names+",", ","+memory.SearchToolName+",") {
-		return nil, fmt.Errorf("--tools: %s searches the conversation database, which --no-store turns off", memory.SearchToolName)
+		return nil, close, fmt.Errorf("--tools: %s searches the conversation database, which --no-store turns off", memory.SearchToolName)
 	}
 	sel, err := tools.Select(all, strings.Split(t.names, ",")...)
 	if err != nil {
-		return nil, fmt.Errorf("--tools: %w", err)
+		return nil, close, fmt.Errorf("--tools: %w", err)
 	}
 	for _, tl := range sel {
 		if err := reg.Register(tl); err != nil {
-			return nil, err
+			return nil, close, err
 		}
 	}
-	return reg, nil
+	return reg, close, nil
 }
 
 func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
@@ -286,9 +320,11 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	if store != nil {
 		searcher = store
 	}
-	if t.tools, err = t.toolFlags.registry(logger, searcher); err != nil {
+	var closeTools func()
+	if t.tools, closeTools, err = t.toolFlags.registry(ctx, logger, searcher); err != nil {
 		return err
 	}
+	defer closeTools()
 	conn, err := openEngine(ctx, t.engine, stderr, logger)
 	if err != nil {
 		return err
@@ -407,19 +443,24 @@ type agentOptions struct {
 	record      func(agent.Event) // optional: memory's recorder
 }
 
-// runAgent runs one user turn and prints it: answer text on stdout, tool activity and speed on stderr.
-func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []agent.Message, user agent.Message,
-	stdout, stderr io.Writer, logger *slog.Logger) (agent.Finished, error) {
+// build makes the agent: native tools when the server's template renders them, raw mode otherwise or when asked.
+func (o agentOptions) build(conn *engineConn, logger *slog.Logger) (*agent.Agent, error) {
 	format, err := toolcall.ParseFormat(o.toolFlags.format)
 	if err != nil {
-		return agent.Finished{}, fmt.Errorf("--tool-format: %w", err)
+		return nil, fmt.Errorf("--tool-format: %w", err)
 	}
 	mode := agent.Native
 	if o.toolFlags.raw || !conn.props.ToolsInTemplate() {
 		mode = agent.Raw
 	}
-	a, err := agent.New(agent.Config{Model: conn.client, Tools: o.tools, System: o.system, Mode: mode, Format: format,
+	return agent.New(agent.Config{Model: conn.client, Tools: o.tools, System: o.system, Mode: mode, Format: format,
 		MaxSteps: o.maxSteps, MaxTokens: o.maxTokens, ToolChoice: o.choice, Temperature: o.temperature, Logger: logger})
+}
+
+// runAgent runs one user turn and prints it: answer text on stdout, tool activity and speed on stderr.
+func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []agent.Message, user agent.Message,
+	stdout, stderr io.Writer, logger *slog.Logger) (agent.Finished, error) {
+	a, err := o.build(conn, logger)
 	if err != nil {
 		return agent.Finished{}, err
 	}

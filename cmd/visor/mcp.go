@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/mcpserver"
-	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -63,25 +61,17 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		defer store.Close()
 		searcher = store
 	}
-	reg, err := tf.registry(logger, searcher)
+	reg, closeTools, err := tf.registry(ctx, logger, searcher)
 	if err != nil {
 		return err
 	}
-	format, err := toolcall.ParseFormat(tf.format)
-	if err != nil {
-		return fmt.Errorf("--tool-format: %w", err)
-	}
+	defer closeTools()
 	conn, err := openEngine(ctx, ef, stderr, logger)
 	if err != nil {
 		return err
 	}
 	defer conn.close()
-	mode := agent.Native
-	if tf.raw || !conn.props.ToolsInTemplate() {
-		mode = agent.Raw
-	}
-	a, err := agent.New(agent.Config{Model: conn.client, Tools: reg, System: *system, Mode: mode, Format: format,
-		MaxSteps: *maxSteps, MaxTokens: *maxTokens, Logger: logger})
+	a, err := agentOptions{tools: reg, toolFlags: tf, system: *system, maxSteps: *maxSteps, maxTokens: *maxTokens}.build(conn, logger)
 	if err != nil {
 		return err
 	}

@@ -73,10 +73,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 		}
 	}
 	tf := toolFlags{names: "list_dir", workspace: ws, format: "hermes"}
-	reg, err := tf.registry(logger, nil)
+	reg, closeTools, err := tf.registry(ctx, logger, nil)
 	if err != nil {
 		return err
 	}
+	defer closeTools()
 	conn, err := openEngine(ctx, ef, stderr, logger)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/tools/mcp"
 )
 
 // cmdRun is `visor run agent.yaml [prompt]`: the agent file gives the model, tools and limits; the command line
@@ -79,8 +80,15 @@ func applySpec(t *turn, s agentfile.Spec) error {
 	if t.maxSteps == 0 {
 		t.maxSteps = 8
 	}
-	if len(s.MCP) > 0 {
-		return errors.New("run: " + s.Path + ": mcp servers are not supported by this build yet")
+	for _, m := range s.MCP {
+		sc := mcp.ServerConfig{Name: m.Name, URL: m.URL}
+		if len(m.Command) > 0 {
+			sc.Command, sc.Args = m.Command[0], m.Command[1:]
+		}
+		for k, v := range m.Env {
+			sc.Env = append(sc.Env, k+"="+v)
+		}
+		t.toolFlags.mcp = append(t.toolFlags.mcp, sc)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -128,5 +129,24 @@ func TestTwoAsksShareOneDatabase(t *testing.T) {
 		if err != nil || len(msgs) != 2 || msgs[1].Content == "" || msgs[1].Interrupted {
 			t.Fatalf("session %s: %+v %v", s.Title, msgs, err)
 		}
+	}
+}
+
+// TestAskUsesAnMCPServersTools gives visor ask an MCP server that is itself visor (`visor mcp serve`, a real
+// subprocess on stdio wrapping an agent on the tiny model): the outer agent calls the inner one's ask tool through
+// the registry, gets its answer and answers in turn.
+func TestAskUsesAnMCPServersTools(t *testing.T) {
+	enginetest.Binary(t)
+	chat, _, err := testmodel.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := "VISOR_TEST_AS_MAIN=1 " + os.Args[0] + " mcp serve --model " + chat + " --no-store --plan off"
+	out, errOut, err := visor(t, "ask", "delegate", "--model", chat, "--no-store", "--plan", "off", "--mcp", "sub="+inner)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "→ sub__ask") || !strings.Contains(errOut, "← Hi!") || strings.TrimSpace(out) != "Hi!" {
+		t.Fatalf("stdout %q\nstderr %s", out, errOut)
 	}
 }
