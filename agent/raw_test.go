@@ -39,6 +39,9 @@ func (p *wireProxy) start(t *testing.T, target string) *engine.Client {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1 // pass each SSE chunk on at once, as the agent would see it without the proxy
+	// llama-server closes idle keep-alive connections, and a proxied POST (its body is not replayable) written onto
+	// one that just closed fails with EOF; visor's own client retries that case, the proxy cannot, so it dials anew.
+	rp.Transport = &http.Transport{DisableKeepAlives: true}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
 			b, err := io.ReadAll(r.Body)
