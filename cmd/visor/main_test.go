@@ -23,20 +23,27 @@ func visor(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-func TestAskStoresResumesAndCompacts(t *testing.T) {
-	enginetest.Binary(t)
-	dir := t.TempDir()
+// tinyWorkspace writes the tiny chat model and a workspace holding hello.txt into a fresh folder.
+func tinyWorkspace(t *testing.T) (dir, chat, ws string) {
+	t.Helper()
+	dir = t.TempDir()
 	chat, _, err := testmodel.Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := filepath.Join(dir, "ws")
+	ws = filepath.Join(dir, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir, chat, ws
+}
+
+func TestAskStoresResumesAndCompacts(t *testing.T) {
+	enginetest.Binary(t)
+	dir, chat, ws := tinyWorkspace(t)
 	db := filepath.Join(dir, "visor.db")
 	common := []string{"--model", chat, "--db", db, "--tools", "list_dir", "--workspace", ws, "--ctx", "1280"}
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -42,18 +41,7 @@ func TestMCPServeOverHTTP(t *testing.T) {
 	enginetest.Binary(t)
 	t.Setenv("VISOR_ENGINE_DIR", t.TempDir()) // no reuse of another test's `visor serve`
 	t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
-	dir := t.TempDir()
-	chat, _, err := testmodel.Files(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, chat, ws := tinyWorkspace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr lockedBuffer
