@@ -39,8 +39,14 @@ fi
 
 echo "install-engine: downloading ${pkgs[*]} ..."
 rm -f "$dir/debs"/*.deb
-(cd "$dir/debs" && apt-get "${aptopts[@]}" -qq download "${pkgs[@]}") >"$dir/apt/download.log" 2>&1 \
-  || fail "apt-get download failed (see $dir/apt/download.log); package names in sid may have changed"
+# A mirror hiccup should not fail a CI run: try the download three times before giving up.
+for try in 1 2 3; do
+  if (cd "$dir/debs" && apt-get "${aptopts[@]}" -qq download "${pkgs[@]}") >"$dir/apt/download.log" 2>&1; then
+    break
+  fi
+  [ "$try" = 3 ] && fail "apt-get download failed (see $dir/apt/download.log); package names in sid may have changed"
+  sleep $((try * 3))
+done
 
 root="$dir/root"
 rm -rf "$root.new" && mkdir -p "$root.new"
