@@ -37,6 +37,13 @@ if ! apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1; then
   apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1 || fail "apt-get update of sid lists failed (see $dir/apt/update.log)"
 fi
 
+# sid renames library packages when their ABI changes (libllama0 → libllama1): take the current names of the
+# llama/ggml libraries from llama.cpp-tools' own dependencies, keeping the defaults when none are found.
+resolved=$(apt-cache "${aptopts[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+  --no-replaces --no-enhances llama.cpp-tools 2>/dev/null | awk '/^lib(llama|ggml|mtmd)[a-z0-9.-]*$/' | sort -u)
+if [ -n "$resolved" ]; then
+  pkgs=(llama.cpp-tools $resolved $(printf '%s\n' "${pkgs[@]}" | grep -Ev '^(llama\.cpp-tools|lib(llama|ggml|mtmd).*)$'))
+fi
 echo "install-engine: downloading ${pkgs[*]} ..."
 rm -f "$dir/debs"/*.deb
 # A mirror hiccup should not fail a CI run: try the download three times before giving up.
