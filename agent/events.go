@@ -44,6 +44,13 @@ type Event interface{ isEvent() }
 // StepStarted opens step Step (one model request and the tool calls it asked for).
 type StepStarted struct{ Step int }
 
+// ImagesPending says the step's request carries Count images the server has not encoded yet (attached by the
+// user or returned by tools): the cue for the swap scheduler to bring the vision encoder in, and for a prefill.
+type ImagesPending struct {
+	Step  int
+	Count int
+}
+
 // Token is streamed answer text, after tool-call markup was removed.
 type Token struct {
 	Step int
@@ -101,6 +108,7 @@ type Finished struct {
 }
 
 func (StepStarted) isEvent()      {}
+func (ImagesPending) isEvent()    {}
 func (Token) isEvent()            {}
 func (ReasoningToken) isEvent()   {}
 func (ToolCallStarted) isEvent()  {}

@@ -103,6 +103,9 @@ func (a *Agent) Run(ctx context.Context, history []Message, user Message, emit f
 			return f
 		}
 		emit(StepStarted{Step: step})
+		if n := newImages(msgs); n > 0 {
+			emit(ImagesPending{Step: step, Count: n})
+		}
 		asst, perr, err := a.generate(ctx, step, msgs, emit)
 		if err != nil {
 			reason := "error"
@@ -366,6 +369,16 @@ func compactJSON(raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// newImages counts the images added since the model last answered: the ones the next request makes the server
+// encode (earlier ones are in its cache).
+func newImages(msgs []Message) int {
+	n := 0
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role != "assistant"; i-- {
+		n += len(msgs[i].Images)
+	}
+	return n
 }
 
 func lastAssistant(msgs []Message) Message {

@@ -58,9 +58,20 @@ func TestStoredSessionResumesWithCacheHit(t *testing.T) {
 	}
 	user := agent.Message{Role: "user", Content: "What is on screen?", Images: []tools.Image{{MIME: "image/png", Data: attached}}}
 	var storeErr error
-	f := a.Run(ctx, nil, user, agent.Recorder(ctx, store, sess.ID, func(err error) { storeErr = err }))
+	record := agent.Recorder(ctx, store, sess.ID, func(err error) { storeErr = err })
+	var pending []agent.ImagesPending
+	f := a.Run(ctx, nil, user, func(ev agent.Event) {
+		if p, ok := ev.(agent.ImagesPending); ok {
+			pending = append(pending, p)
+		}
+		record(ev)
+	})
 	if f.Err != nil || storeErr != nil || f.Steps != 2 {
 		t.Fatalf("first run: %+v, store: %v", f, storeErr)
+	}
+	// Step 1 sends the attached image, step 2 the screenshot the tool returned; each is announced before its request.
+	if len(pending) != 2 || pending[0] != (agent.ImagesPending{Step: 1, Count: 1}) || pending[1] != (agent.ImagesPending{Step: 2, Count: 1}) {
+		t.Fatalf("images pending %+v", pending)
 	}
 	firstPrompt := f.Final.Timings.PromptN + f.Final.Timings.CacheN
 	if err := store.Close(); err != nil {
