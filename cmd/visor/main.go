@@ -18,6 +18,7 @@ const usage = `visor — an agent runtime for local models on llama-server
 
 usage:
   visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
+  visor chat [--model M.gguf --mmproj P.gguf | --endpoint URL] [--tools a,b]   chat on the terminal; /image PATH attaches a screenshot
   visor run agent.yaml ["prompt"] [--image file.png] [--session ID]   run an agent defined in YAML
   visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdServe(ctx, args[1:], stdout, stderr, logger)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], stdin, stdout, stderr, logger)
+	case "chat":
+		return cmdChat(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, logger)
 	case "demo":

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -283,5 +285,55 @@ func TestRunAgentFromYAML(t *testing.T) {
 	_ = os.WriteFile(bad, []byte("name: x\nmodel: {path: m.gguf}\nmax_stpes: 2\n"), 0o644)
 	if _, _, err := visor(t, "run", bad, "hi"); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("typo in agent file: %v", err)
+	}
+}
+
+// TestChatPrefillsScreenshots drives `visor chat` through its input: attach a real PNG, ask, ask again. The image
+// is prefilled when attached, so the first answer's request finds it (16 image tokens) already in the cache.
+func TestChatPrefillsScreenshots(t *testing.T) {
+	enginetest.Binary(t)
+	dir := t.TempDir()
+	chat, proj, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "shot.png")
+	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 7)
+	}
+	var pb bytes.Buffer
+	if err := png.Encode(&pb, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shot, pb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "v.db")
+	in := "/image " + shot + "\nWhat is on screen?\nAnd now?\n/session\n/quit\n"
+	var out, errb bytes.Buffer
+	err = run(context.Background(), []string{"chat", "--model", chat, "--mmproj", proj, "--db", db, "--plan", "off"},
+		strings.NewReader(in), &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if out.String() != "Hi!\nHi!\n" || !strings.Contains(errb.String(), "encoding it now") {
+		t.Fatalf("stdout %q\nstderr %s", out.String(), errb.String())
+	}
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ss, err := store.ListSessions(context.Background(), memory.SessionFilter{Agent: "chat"})
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions %+v %v", ss, err)
+	}
+	msgs, err := store.Messages(context.Background(), ss[0].ID)
+	if err != nil || len(msgs) != 4 || len(msgs[0].Images) != 1 || !bytes.Equal(msgs[0].Images[0].Data, pb.Bytes()) {
+		t.Fatalf("stored chat %+v %v", msgs, err)
+	}
+	if tm := msgs[1].Timings; tm == nil || tm.CachedTokens < 16 {
+		t.Fatalf("first answer's request did not find the prefilled image in the cache: %+v", tm)
 	}
 }
