@@ -77,6 +77,51 @@ func (c *engineConn) recordEvents(ctx context.Context, store *memory.Store, sess
 	}
 }
 
+// recover restarts a server visor started that has crashed, at the same address, and records the crash. It is a
+// no-op for a healthy server or an --endpoint, which visor does not own.
+func (c *engineConn) recover(ctx context.Context, store *memory.Store, sessionID string, stderr io.Writer) error {
+	if c.server == nil {
+		return nil
+	}
+	if c.server.Err() == nil {
+		// The process may be dead before its exit is noticed (the exit is seen once its output is drained): a
+		// server that does not answer /health gets a moment to show whether it is gone.
+		var h struct{}
+		if c.client.Get(ctx, "/health", &h) == nil {
+			return nil
+		}
+		select {
+		case <-c.server.Done():
+		case <-time.After(5 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.server.Err() == nil {
+			return nil
+		}
+	}
+	crash := c.server.Err()
+	if store != nil {
+		b, _ := json.Marshal(map[string]string{"error": crash.Error()})
+		_, _ = store.RecordEngineEvent(context.WithoutCancel(ctx), memory.EngineEvent{SessionID: sessionID,
+			Kind: memory.EngineCrash, Detail: b})
+	}
+	fmt.Fprintf(stderr, "the engine crashed: %v\nrestarting it …\n", crash)
+	start := time.Now()
+	srv, err := c.server.Restart(ctx)
+	if err != nil {
+		return fmt.Errorf("restart after a crash: %w", err)
+	}
+	c.server, c.load = srv, time.Since(start)
+	if store != nil {
+		b, _ := json.Marshal(map[string]any{"url": srv.URL(), "pid": srv.PID(), "after": "crash"})
+		_, _ = store.RecordEngineEvent(context.WithoutCancel(ctx), memory.EngineEvent{SessionID: sessionID,
+			Kind: memory.EngineStart, Duration: c.load, Detail: b})
+	}
+	fmt.Fprintf(stderr, "engine restarted in %s\n", c.load.Round(time.Millisecond))
+	return nil
+}
+
 func (c *engineConn) close() {
 	if c.server != nil {
 		_ = c.server.Stop(context.Background())

@@ -176,6 +176,10 @@ func (c *chat) waitPrefill() {
 
 func (c *chat) send(text string) error {
 	c.waitPrefill()
+	// A server that died while the user was typing is brought back before the message goes out.
+	if err := c.conn.recover(c.ctx, c.store, c.sessionID, c.stderr); err != nil {
+		return err
+	}
 	user := c.pending
 	user.Role, user.Content = "user", text
 	c.pending = agent.Message{}
@@ -212,6 +216,12 @@ func (c *chat) send(text string) error {
 	if err != nil && c.ctx.Err() == nil {
 		// A failed turn is reported and the chat goes on; the user can retry or quit.
 		fmt.Fprintf(c.stderr, "error: %v\n", err)
+		if c.conn.server != nil && c.conn.server.Err() != nil {
+			if rerr := c.conn.recover(c.ctx, c.store, c.sessionID, c.stderr); rerr != nil {
+				return rerr
+			}
+			fmt.Fprintln(c.stderr, "send your message again")
+		}
 	}
 	return nil
 }

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -335,5 +340,80 @@ func TestChatPrefillsScreenshots(t *testing.T) {
 	}
 	if tm := msgs[1].Timings; tm == nil || tm.CachedTokens < 16 {
 		t.Fatalf("first answer's request did not find the prefilled image in the cache: %+v", tm)
+	}
+}
+
+// syncBuffer lets the test read what visor writes from another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestChatRestartsACrashedEngine kills the llama-server under a running `visor chat` between two messages: the
+// next message must bring the engine back at the same address and be answered, and the crash is recorded.
+func TestChatRestartsACrashedEngine(t *testing.T) {
+	enginetest.Binary(t)
+	t.Setenv("VISOR_DEBUG", "1") // the debug log names the server's pid
+	_, chat, _ := tinyWorkspace(t)
+	db := filepath.Join(t.TempDir(), "v.db")
+	inR, inW := io.Pipe()
+	var out, errb syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"chat", "--model", chat, "--db", db, "--plan", "off"}, inR, &out, &errb)
+	}()
+	fmt.Fprintln(inW, "hello")
+	waitFor(t, "the first answer", func() bool { return out.String() == "Hi!\n" })
+	m := regexp.MustCompile(`llama-server started" pid=(\d+)`).FindStringSubmatch(errb.String())
+	if m == nil {
+		t.Fatalf("no pid in the log: %s", errb.String())
+	}
+	pid, _ := strconv.Atoi(m[1])
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "the server to die", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Fields(string(b))[2] == "Z"
+	})
+	fmt.Fprintln(inW, "still there?")
+	waitFor(t, "the second answer", func() bool { return out.String() == "Hi!\nHi!\n" })
+	fmt.Fprintln(inW, "/quit")
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "the engine crashed") || !strings.Contains(errb.String(), "engine restarted") {
+		t.Fatalf("crash not reported: %s", errb.String())
+	}
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ss, _ := store.ListSessions(context.Background(), memory.SessionFilter{})
+	evs, err := store.EngineEvents(context.Background(), ss[0].ID, 10)
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if err != nil || strings.Join(kinds, ",") != "start,crash,start,stop" {
+		t.Fatalf("engine events %v %v", kinds, err)
 	}
 }

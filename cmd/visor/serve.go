@@ -110,10 +110,24 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	defer os.Remove(path)
 	fmt.Fprintf(stdout, "serving %s at %s (n_ctx %d, vision %v); visor commands with the same --model reuse it; Ctrl-C stops it\n",
 		filepath.Base(ef.model), st.URL, conn.props.NCtx, conn.props.Vision)
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-conn.server.Done():
-		return conn.server.Err()
+	// A crash is restarted at the same address, so clients keep their URL; a server that keeps crashing is
+	// given up on rather than restarted forever.
+	var crashes []time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-conn.server.Done():
+		}
+		crashes = append(crashes, time.Now())
+		if len(crashes) >= 3 && time.Since(crashes[len(crashes)-3]) < time.Minute {
+			return fmt.Errorf("serve: llama-server crashed 3 times within a minute; last: %w", conn.server.Err())
+		}
+		if err := conn.recover(ctx, nil, "", stderr); err != nil {
+			return err
+		}
+		st.PID = conn.server.PID()
+		b, _ := json.MarshalIndent(st, "", "  ")
+		_ = os.WriteFile(path, b, 0o644)
 	}
 }

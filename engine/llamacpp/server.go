@@ -178,6 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Host, cfg.Port = host, port // kept so Restart comes back at the same address
 	s := &Server{cfg: cfg, url: "http://" + net.JoinHostPort(host, strconv.Itoa(port)), logger: logger,
 		exited: make(chan struct{})}
 	if cfg.LogFile != "" {
@@ -420,6 +421,16 @@ func (s *Server) Stop(ctx context.Context) error {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-s.exited
 	return nil
+}
+
+// Restart stops the server if it still runs and starts it again with the same configuration at the same address,
+// so clients made before keep working. After a crash it is how a long-lived visor (chat, serve) recovers.
+func (s *Server) Restart(ctx context.Context) (*Server, error) {
+	if err := s.Stop(ctx); err != nil {
+		return nil, err
+	}
+	s.logger.Info("restarting llama-server", "url", s.url)
+	return Start(ctx, s.cfg)
 }
 
 // Kill ends the process group at once, as a crash would. Tests use it; users want Stop.

@@ -361,3 +361,28 @@ func TestHealthWhileLoading(t *testing.T) {
 	}
 	t.Logf("loading for %s", readySeen.Sub(loadingSeen))
 }
+
+func TestRestartAfterCrashKeepsTheAddress(t *testing.T) {
+	s := enginetest.Start(t, llamacpp.Config{Model: stories(t), Ctx: 512, Parallel: 1})
+	url, pid := s.URL(), s.PID()
+	c := s.Client() // made before the crash, used after the restart
+	s.Kill()
+	<-s.Done()
+	if s.Err() == nil {
+		t.Fatal("a killed server reports no error")
+	}
+	s2, err := s.Restart(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Stop(context.Background()) })
+	if s2.URL() != url || s2.PID() == pid || s2.State() != llamacpp.StateReady {
+		t.Fatalf("restart: url %s (was %s), pid %d (was %d), state %v", s2.URL(), url, s2.PID(), pid, s2.State())
+	}
+	n := 3
+	out, err := c.Chat(context.Background(), engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Tom"}}}, Extra: engine.Extra{NPredict: &n}})
+	if err != nil || out.Usage.CompletionTokens != 3 {
+		t.Fatalf("old client after restart: %+v %v", out.Usage, err)
+	}
+}
