@@ -47,9 +47,7 @@ func fetchURLTool(cfg BuiltinConfig) Tool {
 			if err != nil {
 				return err
 			}
-			ip := net.ParseIP(host)
-			if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
-				ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() {
+			if blockedIP(net.ParseIP(host)) {
 				return fmt.Errorf("%s: %w", host, errPrivateAddr)
 			}
 			return nil
@@ -168,4 +166,19 @@ func htmlToText(s string) string {
 		s = "# " + title + "\n\n" + s
 	}
 	return s
+}
+
+// cgnat and thisNet are ranges Go's IP predicates do not cover: carrier-grade NAT (100.64.0.0/10, often a cloud
+// provider's internal network) and "this network" (0.0.0.0/8, which Linux routes to the local host).
+var (
+	cgnat   = net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
+	thisNet = net.IPNet{IP: net.IPv4(0, 0, 0, 0), Mask: net.CIDRMask(8, 32)}
+)
+
+// blockedIP reports addresses a fetch must not reach unless private fetches are allowed: anything that is not a
+// public unicast address, so a page the model read cannot steer it at llama-server or a metadata endpoint.
+func blockedIP(ip net.IP) bool {
+	return ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || cgnat.Contains(ip) ||
+		thisNet.Contains(ip)
 }

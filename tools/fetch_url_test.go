@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -83,4 +84,18 @@ func TestFetchURLRefusesPrivateByDefault(t *testing.T) {
 	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": srv.URL + "/data.json"}), "refused", "loopback")
 	localhost := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
 	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": localhost + "/data.json"}), "refused")
+}
+
+func TestBlockedIP(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1": true, "::1": true, "10.1.2.3": true, "172.16.0.1": true, "192.168.1.1": true,
+		"169.254.169.254": true, "100.64.0.1": true, "100.127.255.254": true, "0.0.0.0": true, "0.1.2.3": true,
+		"fe80::1": true, "fd00::1": true, "224.0.0.1": true, "::ffff:10.0.0.1": true,
+		"100.63.255.255": false, "100.128.0.1": false, "8.8.8.8": false, "2001:4860:4860::8888": false,
+	} {
+		if got := blockedIP(net.ParseIP(addr)); got != want {
+			t.Errorf("blockedIP(%s) = %v, want %v", addr, got, want)
+		}
+	}
 }

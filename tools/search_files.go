@@ -94,10 +94,13 @@ func searchFiles(ctx context.Context, root string, in searchFilesIn) (Result, er
 			skipped++
 			return nil
 		}
-		n, ok := searchFile(fsys, p, re, maxResults-found, &b)
+		n, ok, cut := searchFile(fsys, p, re, maxResults-found, &b)
 		if !ok {
 			skipped++
 			return nil
+		}
+		if cut {
+			skipped++ // searched only in part; its matches so far still count
 		}
 		files++
 		found += n
@@ -124,17 +127,18 @@ func searchFiles(ctx context.Context, root string, in searchFilesIn) (Result, er
 	return res, nil
 }
 
-// searchFile appends up to limit matching lines of one file to b. ok is false for binary files.
-func searchFile(fsys fs.FS, name string, re *regexp.Regexp, limit int, b *strings.Builder) (n int, ok bool) {
+// searchFile appends up to limit matching lines of one file to b. ok is false for binary or unreadable files; cut
+// is true when the file could not be read to its end (a read error, or a line longer than the scanner allows).
+func searchFile(fsys fs.FS, name string, re *regexp.Regexp, limit int, b *strings.Builder) (n int, ok, cut bool) {
 	f, err := fsys.Open(name)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64<<10)
 	head, _ := br.Peek(sniffLen)
 	if isBinary(head) {
-		return 0, false
+		return 0, false, false
 	}
 	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 0, 64<<10), searchMaxFileSize)
@@ -148,5 +152,5 @@ func searchFile(fsys fs.FS, name string, re *regexp.Regexp, limit int, b *string
 			n++
 		}
 	}
-	return n, true
+	return n, true, sc.Err() != nil
 }
