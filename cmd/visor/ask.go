@@ -351,35 +351,61 @@ func (t *turn) attach(paths []string) error {
 	return nil
 }
 
+// runtime is what a command needs to run agents: the conversation store (nil with --no-store), the tools and a
+// ready engine.
+type runtime struct {
+	store *memory.Store
+	conn  *engineConn
+	opts  agentOptions
+}
+
+// openRuntime opens the store, builds the tools (connecting MCP servers) and starts or reuses the engine, in
+// that order so a bad flag fails before a model loads. close releases all of it.
+func openRuntime(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger) (rt *runtime, close func(), err error) {
+	rt = &runtime{opts: t.agentOptions}
+	var closers []func()
+	close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			close()
+		}
+	}()
+	var searcher memory.Searcher
+	if !t.noStore {
+		if rt.store, err = openStore(ctx, t.db); err != nil {
+			return nil, close, err
+		}
+		closers = append(closers, func() { _ = rt.store.Close() })
+		searcher = rt.store
+	}
+	reg, closeTools, err := t.toolFlags.registry(ctx, logger, searcher)
+	if err != nil {
+		return nil, close, err
+	}
+	closers = append(closers, closeTools)
+	if rt.conn, err = openEngine(ctx, t.engine, stderr, logger); err != nil {
+		return nil, close, err
+	}
+	closers = append(closers, rt.conn.close)
+	rt.opts.tools, rt.opts.toolFlags = reg, t.toolFlags
+	return rt, close, nil
+}
+
 // runTurn starts (or reuses) the engine, runs the agent for the user's message and stores the conversation.
 func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog.Logger) error {
-	var store *memory.Store
-	var err error
-	if !t.noStore {
-		if store, err = openStore(ctx, t.db); err != nil {
-			return err
-		}
-		defer store.Close()
-	}
-	var searcher memory.Searcher
-	if store != nil {
-		searcher = store
-	}
-	var closeTools func()
-	if t.tools, closeTools, err = t.toolFlags.registry(ctx, logger, searcher); err != nil {
-		return err
-	}
-	defer closeTools()
-	conn, err := openEngine(ctx, t.engine, stderr, logger)
+	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer conn.close()
+	defer closeRT()
+	conn, store, o := rt.conn, rt.store, rt.opts
 	if len(t.user.Images) > 0 && conn.server != nil && !conn.props.Vision {
 		return fmt.Errorf("an image is attached but the model has no vision projector: add --mmproj FILE.gguf")
 	}
-	o := t.agentOptions
-	o.toolFlags = t.toolFlags
 	if store == nil {
 		_, err = runAgent(ctx, conn, o, nil, t.user, stdout, stderr, logger)
 		return err

@@ -40,28 +40,12 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var store *memory.Store
-	var searcher memory.Searcher
-	var err error
-	if !t.noStore {
-		if store, err = openStore(ctx, t.db); err != nil {
-			return err
-		}
-		defer store.Close()
-		searcher = store
-	}
-	var closeTools func()
-	if t.tools, closeTools, err = t.toolFlags.registry(ctx, logger, searcher); err != nil {
-		return err
-	}
-	defer closeTools()
-	conn, err := openEngine(ctx, t.engine, stderr, logger)
+	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer conn.close()
-	o := t.agentOptions
-	o.toolFlags = t.toolFlags
+	defer closeRT()
+	conn, store, o := rt.conn, rt.store, rt.opts
 	a, err := o.build(conn, logger)
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/visorhq/visor/agent/mcpserver"
-	"github.com/visorhq/visor/memory"
 )
 
 const mcpUsage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
@@ -51,26 +50,12 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 
-	var store *memory.Store
-	var searcher memory.Searcher
-	if !*noStore {
-		var err error
-		if store, err = openStore(ctx, *db); err != nil {
-			return err
-		}
-		defer store.Close()
-		searcher = store
-	}
-	reg, closeTools, err := tf.registry(ctx, logger, searcher)
+	rt, closeRT, err := openRuntime(ctx, turn{engine: ef, toolFlags: tf, db: *db, noStore: *noStore}, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer closeTools()
-	conn, err := openEngine(ctx, ef, stderr, logger)
-	if err != nil {
-		return err
-	}
-	defer conn.close()
+	defer closeRT()
+	conn, store, reg := rt.conn, rt.store, rt.opts.tools
 	a, err := agentOptions{tools: reg, toolFlags: tf, system: *system, maxSteps: *maxSteps, maxTokens: *maxTokens}.build(conn, logger)
 	if err != nil {
 		return err
