@@ -417,3 +417,42 @@ func TestChatRestartsACrashedEngine(t *testing.T) {
 		t.Fatalf("engine events %v %v", kinds, err)
 	}
 }
+
+func TestPlanEngineAndModelsCommands(t *testing.T) {
+	bin := enginetest.Binary(t)
+	t.Setenv("VISOR_ENGINE_DIR", t.TempDir()) // the --help cache goes there
+	dir := t.TempDir()
+	out, _, err := visor(t, "models", "write", dir)
+	if err != nil || !strings.Contains(out, testmodel.ChatFileName) || !strings.Contains(out, testmodel.ProjectorFileName) {
+		t.Fatalf("models write: %v %s", err, out)
+	}
+	chat, proj := filepath.Join(dir, testmodel.ChatFileName), filepath.Join(dir, testmodel.ProjectorFileName)
+	out, _, err = visor(t, "plan", "--model", chat, "--mmproj", proj, "--gpu", "24GiB", "--ctx", "4096", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		GPU   struct{ Total uint64 } `json:"gpu"`
+		Modes []struct {
+			Mode string   `json:"mode"`
+			Fits bool     `json:"fits"`
+			Args []string `json:"args"`
+		} `json:"modes"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.GPU.Total != 24<<30 || len(plan.Modes) == 0 ||
+		plan.Modes[0].Mode != "resident" || !plan.Modes[0].Fits || !strings.Contains(strings.Join(plan.Modes[0].Args, " "), "--mmproj") {
+		t.Fatalf("plan --json: %v\n%s", err, out)
+	}
+	out, _, err = visor(t, "plan", "--model", chat, "--gpu", "24GiB")
+	if err != nil || !strings.Contains(out, "recommended") {
+		t.Fatalf("plan table: %v\n%s", err, out)
+	}
+	out, _, err = visor(t, "engine", "--server", bin, "--json")
+	var eng struct {
+		Binary    string   `json:"binary"`
+		SpecTypes []string `json:"spec_types"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &eng) != nil || eng.Binary == "" || !strings.Contains(strings.Join(eng.SpecTypes, ","), "draft-mtp") {
+		t.Fatalf("engine --json: %v\n%s", err, out)
+	}
+}
