@@ -313,6 +313,7 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
 	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
+	fs.BoolVar(&t.showReasoning, "show-reasoning", false, "stream the model's thinking to stderr")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -511,7 +512,9 @@ type agentOptions struct {
 	maxTokens   int
 	choice      string
 	temperature *float32
-	record      func(agent.Event) // optional: memory's recorder
+	// showReasoning streams the model's thinking to stderr; otherwise only its length is reported.
+	showReasoning bool
+	record        func(agent.Event) // optional: memory's recorder
 }
 
 // build makes the agent: native tools when the server's template renders them, raw mode otherwise or when asked.
@@ -539,6 +542,7 @@ func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []a
 	var generated int
 	var lastTPS float64
 	var ttft time.Duration
+	thought := 0 // bytes of reasoning
 	midLine := false
 	f := a.Run(ctx, history, user, func(ev agent.Event) {
 		if o.record != nil {
@@ -548,6 +552,11 @@ func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []a
 		case agent.Token:
 			fmt.Fprint(stdout, e.Text)
 			midLine = !strings.HasSuffix(e.Text, "\n")
+		case agent.ReasoningToken:
+			thought += len(e.Text)
+			if o.showReasoning {
+				fmt.Fprint(stderr, e.Text)
+			}
 		case agent.ToolCallStarted:
 			if midLine {
 				fmt.Fprintln(stdout)
@@ -577,8 +586,12 @@ func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []a
 	if midLine {
 		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintf(stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s]\n", f.Steps,
-		generated, lastTPS, ttft.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	thinking := ""
+	if thought > 0 && !o.showReasoning {
+		thinking = fmt.Sprintf(", %d bytes of reasoning hidden (--show-reasoning)", thought)
+	}
+	fmt.Fprintf(stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]\n", f.Steps,
+		generated, lastTPS, ttft.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), thinking)
 	if f.Err != nil {
 		if conn.server != nil && conn.server.Err() != nil {
 			return f, fmt.Errorf("%w\n%v", f.Err, conn.server.Err())

@@ -37,6 +37,7 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
 	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
+	fs.BoolVar(&t.showReasoning, "show-reasoning", false, "stream the model's thinking to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

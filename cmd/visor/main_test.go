@@ -8,6 +8,8 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -454,5 +456,32 @@ func TestPlanEngineAndModelsCommands(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal([]byte(out), &eng) != nil || eng.Binary == "" || !strings.Contains(strings.Join(eng.SpecTypes, ","), "draft-mtp") {
 		t.Fatalf("engine --json: %v\n%s", err, out)
+	}
+}
+
+// reasoningReplay is a FAKE OpenAI-compatible server, named so: it streams a reasoning model's answer
+// (reasoning_content deltas, then content), which the tiny generated model cannot produce.
+func reasoningReplay(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, d := range []string{`{"reasoning_content":"Two and two "}`, `{"reasoning_content":"make four."}`, `{"content":"4"}`} {
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", d)
+	}
+	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+}
+
+func TestAskShowsOrHidesReasoning(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(reasoningReplay))
+	defer hs.Close()
+	out, errOut, err := visor(t, "ask", "2+2?", "--endpoint", hs.URL, "--no-store")
+	if err != nil || out != "4\n" || strings.Contains(errOut, "Two and two") || !strings.Contains(errOut, "reasoning hidden") {
+		t.Fatalf("hidden: %v %q %s", err, out, errOut)
+	}
+	out, errOut, err = visor(t, "ask", "2+2?", "--endpoint", hs.URL, "--no-store", "--show-reasoning")
+	if err != nil || out != "4\n" || !strings.Contains(errOut, "Two and two make four.") {
+		t.Fatalf("shown: %v %q %s", err, out, errOut)
 	}
 }
