@@ -20,7 +20,9 @@ func (a *Agent) request(msgs []Message) engine.Request {
 	specs := a.cfg.Tools.Specs()
 	req := engine.Request{Extra: a.cfg.Extra}
 	req.Model = a.cfg.ModelID
-	req.MaxTokens = a.cfg.MaxTokens
+	// max_tokens, not max_completion_tokens: llama-server, vLLM and SGLang all read it, and it is what OpenAI
+	// deprecated only for its o1 models.
+	req.MaxTokens = a.cfg.MaxTokens //nolint:staticcheck // see above
 	if a.cfg.Temperature != nil {
 		// go-openai omits a zero temperature, which is the one users set most; send it as an extra field.
 		fields := map[string]any{"temperature": *a.cfg.Temperature}

@@ -87,7 +87,7 @@ func TestAskStoresResumesAndCompacts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resume: %v\n%s", err, errOut)
 	}
-	if !strings.Contains(errOut, "compacting") || !strings.Contains(errOut, "compacted into session") {
+	if strings.TrimSpace(out) != "Hi!" || !strings.Contains(errOut, "compacting") || !strings.Contains(errOut, "compacted into session") {
 		t.Fatalf("no compaction reported: %s", errOut)
 	}
 

@@ -71,12 +71,11 @@ func serverLog(t *testing.T, bin, model string, stop *regexp.Regexp, args ...str
 
 // sizes extracts the buffers llama-server logged.
 type sizes struct {
-	model      float64   // summed model buffers, MiB
-	kv         []float64 // per context: main, then MTP draft
-	cells      []int
-	recurrent  float64
-	compute    []float64 // first reservation of each context
-	lastIsMain bool
+	model     float64   // summed model buffers, MiB
+	kv        []float64 // per context: main, then MTP draft
+	cells     []int
+	recurrent float64
+	compute   []float64 // first reservation of each context
 }
 
 var (
