@@ -21,6 +21,8 @@ const sessionsUsage = `usage: visor sessions <command>
       --session ID --agent NAME --role ROLE --since DATE --until DATE --limit N
       --raw   pass QUERY to SQLite FTS5 as is (AND, OR, NOT, NEAR, "phrases", prefix*)
   export ID --format md|json [--out DIR]   md with --out writes DIR/ID.md and the images beside it
+  fork ID [--at MSG]                       a new session sharing ID's history up to message #MSG (default:
+                                           its last); continue it with visor ask --session NEWID
   rm ID [--cascade]                        delete; --cascade also deletes its forks and continuations
 `
 
@@ -91,6 +93,32 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 			return err
 		}
 		return cliExport(ctx, store, id, *format, *out, stdout)
+	case "fork":
+		at := fs.Int64("at", 0, "fork after this message (the #N in show); 0 means the last message")
+		pos, err := parseInterspersed(fs, rest, 1, 1)
+		if err != nil {
+			return err
+		}
+		id, err := store.ResolveSessionID(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *at == 0 {
+			msgs, err := store.Messages(ctx, id)
+			if err != nil {
+				return err
+			}
+			if len(msgs) == 0 {
+				return fmt.Errorf("visor sessions fork: session %s has no messages to fork from: %w", id, ErrInvalidInput)
+			}
+			*at = msgs[len(msgs)-1].ID
+		}
+		f, err := store.Fork(ctx, id, *at)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", f.ID)
+		return nil
 	case "rm", "delete":
 		cascade := fs.Bool("cascade", false, "also delete forks and continuations of the session")
 		pos, err := parseInterspersed(fs, rest, 1, 1)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -154,5 +155,41 @@ func TestResolveSessionIDAmbiguous(t *testing.T) {
 	}
 	if _, err := s.ResolveSessionID(context.Background(), "%"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("wildcard must be literal: %v", err)
+	}
+}
+
+func TestSessionsForkCommand(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a := newSession(t, s, Session{Title: "plan a trip", Agent: "ask"})
+	for _, c := range []string{"Paris or Rome?", "Rome.", "Which month?", "May."} {
+		role := "user"
+		if strings.HasSuffix(c, ".") {
+			role = "assistant"
+		}
+		appendText(t, s, a.ID, Message{Role: role, Content: c})
+	}
+	msgs, err := s.Messages(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, s, "fork", a.ID[:6], "--at", strconv.FormatInt(msgs[1].ID, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked, err := s.Messages(ctx, strings.TrimSpace(out))
+	if err != nil || len(forked) != 2 || forked[1].Content != "Rome." {
+		t.Fatalf("fork at message 2: %+v %v", forked, err)
+	}
+	out, err = runCLI(t, s, "fork", a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole, _ := s.Messages(ctx, strings.TrimSpace(out)); len(whole) != 4 {
+		t.Fatalf("fork at the end has %d messages", len(whole))
+	}
+	empty := newSession(t, s, Session{Title: "empty"})
+	if _, err := runCLI(t, s, "fork", empty.ID); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("fork of an empty session: %v", err)
 	}
 }
