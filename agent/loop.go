@@ -236,9 +236,14 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 				handle(parser.Feed(d.Content))
 			}
 			for _, tc := range d.ToolCalls {
+				// Servers that omit the index (it is optional in the wire format) start a call with an id and
+				// continue it without one.
 				idx := len(native)
-				if tc.Index != nil {
+				switch {
+				case tc.Index != nil:
 					idx = *tc.Index
+				case tc.ID == "" && idx > 0:
+					idx--
 				}
 				nc := native[idx]
 				if nc == nil {

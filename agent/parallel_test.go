@@ -201,3 +201,38 @@ func TestLoopNeverRunsCallsWrittenWhileThinking(t *testing.T) {
 		t.Fatalf("content %q reasoning %q (%s)", f.Final.Content, f.Final.Reasoning, f.Reason)
 	}
 }
+
+// TestLoopJoinsCallDeltasWithoutIndex: the index of a streamed tool-call delta is optional; a server that leaves
+// it out starts each call with an id and continues its arguments without one.
+func TestLoopJoinsCallDeltasWithoutIndex(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(delta, finish string) {
+			fmt.Fprintf(w, `data: {"choices":[{"finish_reason":%s,"index":0,"delta":%s}]}`+"\n\n", finish, delta)
+		}
+		if strings.Contains(string(body), `"role":"tool"`) {
+			chunk(`{"content":"done"}`, `"stop"`)
+		} else {
+			chunk(`{"tool_calls":[{"id":"A","type":"function","function":{"name":"slow_a","arguments":"{\"pa"}}]}`, "null")
+			chunk(`{"tool_calls":[{"function":{"arguments":"th\":\"x\"}"}}]}`, "null")
+			chunk(`{"tool_calls":[{"id":"B","type":"function","function":{"name":"slow_b","arguments":"{\"path\":\"y\"}"}}]}`, "null")
+			chunk(`{}`, `"tool_calls"`)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer hs.Close()
+	reg := tools.NewRegistry()
+	var got []string
+	for _, n := range []string{"slow_a", "slow_b"} {
+		register(t, reg, tools.New(n, "t", func(ctx context.Context, in shotIn) (string, error) {
+			got = append(got, n+":"+in.Path)
+			return "ok", nil
+		}))
+	}
+	a, _ := agent.New(agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg})
+	f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "go"}, nil)
+	if f.Err != nil || strings.Join(got, ",") != "slow_a:x,slow_b:y" {
+		t.Fatalf("calls %v, finished %+v", got, f)
+	}
+}
