@@ -19,6 +19,7 @@ const usage = `visor — an agent runtime for local models on llama-server
 usage:
   visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
   visor chat [--model M.gguf --mmproj P.gguf | --endpoint URL] [--tools a,b]   chat on the terminal; /image PATH attaches a screenshot
+  visor web [--addr 127.0.0.1:8765] [engine and tool flags]   the chat with screenshots in a browser
   visor run agent.yaml ["prompt"] [--image file.png] [--session ID]   run an agent defined in YAML
   visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdServe(ctx, args[1:], stdout, stderr, logger)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], stdin, stdout, stderr, logger)
+	case "web":
+		return cmdWeb(ctx, args[1:], stdout, stderr, logger)
 	case "chat":
 		return cmdChat(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "run":

@@ -1,0 +1,185 @@
+package webui_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/agent/webui"
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/tools"
+)
+
+func screenshot(t *testing.T) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 13)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+type sseEvent struct {
+	kind string
+	data map[string]any
+}
+
+func post(t *testing.T, url, ctype string, body []byte) *http.Response {
+	t.Helper()
+	resp, err := http.Post(url, ctype, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func readEvents(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	sc := bufio.NewScanner(r)
+	var kind string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var d map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
+				t.Fatalf("bad event data %q: %v", line, err)
+			}
+			out = append(out, sseEvent{kind, d})
+		}
+	}
+	return out
+}
+
+// TestChatWithScreenshot drives the web chat's API against a real agent on the real llama-server with the tiny
+// vision model: the attached screenshot is prefilled, so the answer's request finds its 16 tokens in the cache;
+// the turn streams as events and is stored.
+func TestChatWithScreenshot(t *testing.T) {
+	srv := enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1})
+	a, err := agent.New(agent.Config{Model: srv.Client(), Tools: tools.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := memory.Open(context.Background(), filepath.Join(t.TempDir(), "v.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ui, err := webui.New(webui.Config{Agent: a, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ui)
+	defer hs.Close()
+
+	page, err := http.Get(hs.URL + "/")
+	if err != nil || page.StatusCode != 200 {
+		t.Fatalf("index: %v %v", page, err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if !strings.Contains(string(body), "/api/sessions") || !strings.Contains(string(body), "paste") {
+		t.Fatal("index page does not talk to the API")
+	}
+
+	resp := post(t, hs.URL+"/api/sessions", "", nil)
+	var created struct{ Session string }
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if created.Session == "" {
+		t.Fatal("no session id")
+	}
+	base := hs.URL + "/api/sessions/" + created.Session
+
+	shot := screenshot(t)
+	resp = post(t, base+"/attach", "image/png", shot)
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("attach: %d %s", resp.StatusCode, b)
+	}
+	resp.Body.Close()
+
+	resp = post(t, base+"/send", "application/json", []byte(`{"text":"What is on screen?"}`))
+	evs := readEvents(t, resp.Body)
+	resp.Body.Close()
+	var answer strings.Builder
+	var done map[string]any
+	images := 0
+	for _, e := range evs {
+		switch e.kind {
+		case "token":
+			answer.WriteString(e.data["text"].(string))
+		case "images":
+			images = int(e.data["count"].(float64))
+		case "done":
+			done = e.data
+		}
+	}
+	if answer.String() != "Hi!" || images != 1 || done == nil || done["reason"] != "answer" {
+		t.Fatalf("answer %q images %d done %v", answer.String(), images, done)
+	}
+	if cached, _ := done["cached_tokens"].(float64); cached < 16 {
+		t.Fatalf("the prefilled screenshot was not in the cache: %v cached tokens", done["cached_tokens"])
+	}
+	msgs, err := store.Messages(context.Background(), created.Session)
+	if err != nil || len(msgs) != 2 || !bytes.Equal(msgs[0].Images[0].Data, shot) || msgs[1].Content != "Hi!" {
+		t.Fatalf("stored %+v %v", msgs, err)
+	}
+}
+
+func TestBadRequestsSayWhatToDo(t *testing.T) {
+	ui, err := webui.New(webui.Config{Agent: noAgent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ui)
+	defer hs.Close()
+	resp := post(t, hs.URL+"/api/sessions", "", nil)
+	var created struct{ Session string }
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	base := hs.URL + "/api/sessions/" + created.Session
+	cases := []struct {
+		url, body string
+		status    int
+		want      string
+	}{
+		{base + "/attach", "just text", http.StatusUnsupportedMediaType, "not a PNG"},
+		{base + "/attach", "", http.StatusBadRequest, "empty attachment"},
+		{base + "/send", `{"text": "  "}`, http.StatusBadRequest, "as JSON"},
+		{hs.URL + "/api/sessions/nope/send", `{"text":"hi"}`, http.StatusNotFound, "POST /api/sessions"},
+	}
+	for _, c := range cases {
+		resp := post(t, c.url, "application/octet-stream", []byte(c.body))
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s %q: %d %s", c.url, c.body, resp.StatusCode, b)
+		}
+	}
+	if err := ui.ListenAndServe(context.Background(), "0.0.0.0:0", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("non-loopback address accepted: %v", err)
+	}
+}
+
+// noAgent is for requests refused before the agent is reached.
+type noAgent struct{ webui.Agent }
