@@ -46,11 +46,7 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 		}
 		return cliList(ctx, store, SessionFilter{Agent: *agent, Limit: *limit}, stdout)
 	case "show":
-		pos, err := parseInterspersed(fs, rest, 1, 1)
-		if err != nil {
-			return err
-		}
-		id, err := store.ResolveSessionID(ctx, pos[0])
+		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
 			return err
 		}
@@ -84,22 +80,14 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 	case "export":
 		format := fs.String("format", "md", "md or json")
 		out := fs.String("out", "", "directory to write ID.md or ID.json (and images) into; default stdout")
-		pos, err := parseInterspersed(fs, rest, 1, 1)
-		if err != nil {
-			return err
-		}
-		id, err := store.ResolveSessionID(ctx, pos[0])
+		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
 			return err
 		}
 		return cliExport(ctx, store, id, *format, *out, stdout)
 	case "fork":
 		at := fs.Int64("at", 0, "fork after this message (the #N in show); 0 means the last message")
-		pos, err := parseInterspersed(fs, rest, 1, 1)
-		if err != nil {
-			return err
-		}
-		id, err := store.ResolveSessionID(ctx, pos[0])
+		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
 			return err
 		}
@@ -121,11 +109,7 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 		return nil
 	case "rm", "delete":
 		cascade := fs.Bool("cascade", false, "also delete forks and continuations of the session")
-		pos, err := parseInterspersed(fs, rest, 1, 1)
-		if err != nil {
-			return err
-		}
-		id, err := store.ResolveSessionID(ctx, pos[0])
+		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
 			return err
 		}
@@ -143,6 +127,15 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 	}
 	io.WriteString(stdout, sessionsUsage)
 	return fmt.Errorf("visor sessions: unknown command %q: %w", cmd, ErrInvalidInput)
+}
+
+// sessionArg parses a command's flags and its one argument, a session id or unique prefix, and resolves it.
+func sessionArg(ctx context.Context, store *Store, fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterspersed(fs, args, 1, 1)
+	if err != nil {
+		return "", err
+	}
+	return store.ResolveSessionID(ctx, pos[0])
 }
 
 // parseInterspersed parses flags that may come after positional arguments (`export ID --format json`),
