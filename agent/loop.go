@@ -84,11 +84,19 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // Run continues history with the user's message until the model answers without tool calls, a limit is hit, or
-// ctx ends. Every event goes to emit (which must not block for long); the returned Finished is also emitted.
+// ctx ends. Every event goes to emit, one at a time even while parallel tool calls run, so consumers need no
+// locking (emit must not block for long); the returned Finished is also emitted.
 // Errors from the server or ctx end the run with Reason "error"/"canceled"; tool failures never do.
 func (a *Agent) Run(ctx context.Context, history []Message, user Message, emit func(Event)) Finished {
 	if emit == nil {
 		emit = func(Event) {}
+	}
+	var emitMu sync.Mutex
+	consumer := emit
+	emit = func(ev Event) {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		consumer(ev)
 	}
 	msgs := append(append([]Message(nil), history...), user)
 	// The user's turn is stored with the first step so a crash before any answer leaves no dangling question.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +95,20 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rec recorder
-			f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "go"}, rec.emit)
+			// The consumer takes no lock of its own: the loop must hand it one event at a time even while the
+			// calls run in parallel.
+			var inside, overlaps atomic.Int32
+			f := a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "go"}, func(ev agent.Event) {
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond) // widen the window an unserialised emit would be caught in
+				rec.emit(ev)
+				inside.Add(-1)
+			})
+			if overlaps.Load() != 0 {
+				t.Fatalf("%d events were emitted while another was being consumed", overlaps.Load())
+			}
 			if f.Err != nil || f.Final.Content != "Both done." {
 				t.Fatalf("finished %+v", f)
 			}

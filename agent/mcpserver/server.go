@@ -194,10 +194,7 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 
 	progress := newProgress(ctx, req)
 	calls := 0
-	var emitMu sync.Mutex // parallel tool calls emit from several goroutines
 	f := s.cfg.Runner.Run(ctx, history, user, func(ev agent.Event) {
-		emitMu.Lock()
-		defer emitMu.Unlock()
 		record(ev)
 		if _, ok := ev.(agent.ToolCallStarted); ok {
 			calls++
