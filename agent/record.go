@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -46,6 +48,56 @@ func Recorder(ctx context.Context, store Store, sessionID string, onErr func(err
 			onErr(err)
 		}
 	}
+}
+
+// TurnStore is what a stored turn needs; *memory.Store implements it.
+type TurnStore interface {
+	Store
+	BeginTurn(ctx context.Context, sessionID string) (recovered int, err error)
+	EndTurn(ctx context.Context, sessionID string) error
+	MarkInterrupted(ctx context.Context, sessionID string) error
+}
+
+// Runner runs one user turn; *Agent implements it.
+type Runner interface {
+	Run(ctx context.Context, history []Message, user Message, emit func(Event)) Finished
+}
+
+// RunStored runs one user turn with r and keeps it in store under sessionID: the turn is opened first, each step
+// is written as it finishes (Recorder), and the turn is closed as complete, or as interrupted after an error or a
+// cancel, on a context that outlives the cancel. A nil store only runs the turn. It returns what Run returned, the
+// messages the turn added to the conversation, and any storage error (which never stops the run).
+func RunStored(ctx context.Context, r Runner, store TurnStore, sessionID string, history []Message, user Message,
+	emit func(Event)) (Finished, []Message, error) {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	var added []Message
+	var storeErr error
+	record := func(Event) {}
+	if store != nil {
+		if _, err := store.BeginTurn(ctx, sessionID); err != nil {
+			return Finished{Reason: "error", Err: err}, nil, fmt.Errorf("session %s: begin turn: %w", sessionID, err)
+		}
+		record = Recorder(ctx, store, sessionID, func(err error) { storeErr = errors.Join(storeErr, err) })
+	}
+	f := r.Run(ctx, history, user, func(ev Event) {
+		if s, ok := ev.(StepFinished); ok {
+			added = append(added, s.Messages...)
+		}
+		record(ev)
+		emit(ev)
+	})
+	if store != nil {
+		end := store.EndTurn
+		if f.Reason == "canceled" || f.Reason == "error" {
+			end = store.MarkInterrupted
+		}
+		if err := end(context.WithoutCancel(ctx), sessionID); err != nil {
+			storeErr = errors.Join(storeErr, err)
+		}
+	}
+	return f, added, storeErr
 }
 
 // ToMemory converts a loop message to its stored form.

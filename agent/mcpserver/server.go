@@ -27,19 +27,14 @@ import (
 )
 
 // Runner runs one user turn; *agent.Agent implements it.
-type Runner interface {
-	Run(ctx context.Context, history []agent.Message, user agent.Message, emit func(agent.Event)) agent.Finished
-}
+type Runner = agent.Runner
 
 // Store is what sessions need from memory; *memory.Store implements it.
 type Store interface {
-	agent.Store
+	agent.TurnStore
 	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
 	ResolveSessionID(ctx context.Context, prefix string) (string, error)
 	Messages(ctx context.Context, sessionID string) ([]memory.Message, error)
-	BeginTurn(ctx context.Context, sessionID string) (int, error)
-	EndTurn(ctx context.Context, sessionID string) error
-	MarkInterrupted(ctx context.Context, sessionID string) error
 }
 
 // Config sets up a Server. Runner is required; the rest have defaults.
@@ -170,9 +165,9 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 
 	var history []agent.Message
 	var sessionID string
-	record := func(agent.Event) {}
-	var storeErr error
+	var store agent.TurnStore
 	if s.cfg.Store != nil {
+		store = s.cfg.Store
 		var err error
 		if sessionID, history, err = s.openSession(ctx, in.Session, in.Prompt); err != nil {
 			return nil, AskOutput{}, err
@@ -185,32 +180,18 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 				return nil, AskOutput{}, err
 			}
 		}
-		if _, err := s.cfg.Store.BeginTurn(ctx, sessionID); err != nil {
-			return nil, AskOutput{}, fmt.Errorf("session %s: begin turn: %w", sessionID, err)
-		}
-		// Steps are written on a context that outlives a client's cancel, so a stopped run keeps what it did.
-		record = agent.Recorder(context.WithoutCancel(ctx), s.cfg.Store, sessionID, func(err error) { storeErr = errors.Join(storeErr, err) })
 	}
 
 	progress := newProgress(ctx, req)
 	calls := 0
-	f := s.cfg.Runner.Run(ctx, history, user, func(ev agent.Event) {
-		record(ev)
+	// RunStored writes steps and closes the turn on contexts that outlive a client's cancel, so a stopped run
+	// keeps what it did and is marked, not left open.
+	f, _, storeErr := agent.RunStored(ctx, s.cfg.Runner, store, sessionID, history, user, func(ev agent.Event) {
 		if _, ok := ev.(agent.ToolCallStarted); ok {
 			calls++
 		}
 		progress.event(ev)
 	})
-	if s.cfg.Store != nil {
-		// Closed on a context that outlives a client's cancel, so a stopped run is marked, not left open.
-		end := s.cfg.Store.EndTurn
-		if f.Reason == "canceled" || f.Reason == "error" {
-			end = s.cfg.Store.MarkInterrupted
-		}
-		if err := end(context.WithoutCancel(ctx), sessionID); err != nil {
-			storeErr = errors.Join(storeErr, err)
-		}
-	}
 	if storeErr != nil {
 		s.logger.Error("storing the MCP session failed", "session", sessionID, "err", storeErr)
 	}

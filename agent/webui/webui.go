@@ -35,11 +35,8 @@ type Agent interface {
 
 // Store keeps conversations; *memory.Store implements it. Nil keeps them in this process only.
 type Store interface {
-	agent.Store
+	agent.TurnStore
 	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
-	BeginTurn(ctx context.Context, sessionID string) (int, error)
-	EndTurn(ctx context.Context, sessionID string) error
-	MarkInterrupted(ctx context.Context, sessionID string) error
 }
 
 // Config sets up a Server.
@@ -238,21 +235,11 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
 		flusher.Flush()
 	}
-	ctx := r.Context()
-	var record func(agent.Event)
-	var storeErr error
+	var store agent.TurnStore
 	if s.cfg.Store != nil {
-		if _, err := s.cfg.Store.BeginTurn(ctx, sess.id); err != nil {
-			event("error", map[string]string{"error": err.Error()})
-			return
-		}
-		record = agent.Recorder(ctx, s.cfg.Store, sess.id, func(err error) { storeErr = errors.Join(storeErr, err) })
+		store = s.cfg.Store
 	}
-	var added []agent.Message
-	f := s.cfg.Agent.Run(ctx, sess.history, user, func(ev agent.Event) {
-		if record != nil {
-			record(ev)
-		}
+	f, added, storeErr := agent.RunStored(r.Context(), s.cfg.Agent, store, sess.id, sess.history, user, func(ev agent.Event) {
 		switch e := ev.(type) {
 		case agent.Token:
 			event("token", map[string]string{"text": e.Text})
@@ -265,18 +252,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		case agent.ToolCallFinished:
 			event("result", map[string]any{"name": e.Call.Name, "text": e.Result.Text, "error": e.Result.IsError,
 				"images": len(e.Result.Images), "ms": e.Duration.Milliseconds()})
-		case agent.StepFinished:
-			added = append(added, e.Messages...)
 		}
 	})
 	sess.history = append(sess.history, added...)
-	if s.cfg.Store != nil {
-		if f.Reason == "canceled" || f.Reason == "error" {
-			_ = s.cfg.Store.MarkInterrupted(context.WithoutCancel(ctx), sess.id)
-		} else {
-			_ = s.cfg.Store.EndTurn(context.WithoutCancel(ctx), sess.id)
-		}
-	}
 	done := map[string]any{"reason": f.Reason, "steps": f.Steps}
 	if t := f.Final.Timings; t != nil {
 		done["tokens_per_second"], done["cached_tokens"], done["prompt_tokens"] = t.PredictedPerSecond, t.CacheN, t.PromptN

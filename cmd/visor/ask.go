@@ -407,8 +407,12 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	if len(t.user.Images) > 0 && conn.server != nil && !conn.props.Vision {
 		return fmt.Errorf("an image is attached but the model has no vision projector: add --mmproj FILE.gguf")
 	}
+	a, err := o.build(conn, logger)
+	if err != nil {
+		return err
+	}
 	if store == nil {
-		_, err = runAgent(ctx, conn, o, nil, t.user, stdout, stderr, logger)
+		_, _, err = runAgent(ctx, a, conn, o, nil, "", nil, t.user, stdout, stderr)
 		return err
 	}
 	sess, history, err := openSession(ctx, store, t.session, t.user.Content, t.agentName, t.engine)
@@ -418,21 +422,10 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	if sess, history, err = compactIfFull(ctx, conn, store, sess, history, stderr); err != nil {
 		return err
 	}
-	if _, err := store.BeginTurn(ctx, sess.ID); err != nil {
-		return err
-	}
 	defer conn.recordEvents(ctx, store, sess.ID)()
-	var storeErr error
-	o.record = agent.Recorder(ctx, store, sess.ID, func(err error) { storeErr = errors.Join(storeErr, err) })
-	f, err := runAgent(ctx, conn, o, history, t.user, stdout, stderr, logger)
-	// The turn is closed on a context that outlives Ctrl-C, so an interrupted run is marked, not left open.
-	if f.Reason == "canceled" || f.Reason == "error" {
-		_ = store.MarkInterrupted(context.WithoutCancel(ctx), sess.ID)
-	} else {
-		_ = store.EndTurn(context.WithoutCancel(ctx), sess.ID)
-	}
+	_, _, err = runAgent(ctx, a, conn, o, store, sess.ID, history, t.user, stdout, stderr)
 	fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", sess.ID, shortID(sess.ID))
-	return errors.Join(err, storeErr)
+	return err
 }
 
 // openSession continues a stored session or creates one titled after the question.
@@ -514,7 +507,6 @@ type agentOptions struct {
 	temperature *float32
 	// showReasoning streams the model's thinking to stderr; otherwise only its length is reported.
 	showReasoning bool
-	record        func(agent.Event) // optional: memory's recorder
 }
 
 // build makes the agent: native tools when the server's template renders them, raw mode otherwise or when asked.
@@ -531,23 +523,17 @@ func (o agentOptions) build(conn *engineConn, logger *slog.Logger) (*agent.Agent
 		MaxSteps: o.maxSteps, MaxTokens: o.maxTokens, ToolChoice: o.choice, Temperature: o.temperature, Logger: logger})
 }
 
-// runAgent runs one user turn and prints it: answer text on stdout, tool activity and speed on stderr.
-func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []agent.Message, user agent.Message,
-	stdout, stderr io.Writer, logger *slog.Logger) (agent.Finished, error) {
-	a, err := o.build(conn, logger)
-	if err != nil {
-		return agent.Finished{}, err
-	}
+// runAgent runs one user turn with a, keeps it in store under sessionID (a nil store keeps nothing), and prints
+// it: answer text on stdout, tool activity and speed on stderr. It returns the messages the turn added.
+func runAgent(ctx context.Context, a agent.Runner, conn *engineConn, o agentOptions, store agent.TurnStore,
+	sessionID string, history []agent.Message, user agent.Message, stdout, stderr io.Writer) (agent.Finished, []agent.Message, error) {
 	start := time.Now()
 	var generated int
 	var lastTPS float64
 	var ttft time.Duration
 	thought := 0 // bytes of reasoning
 	midLine := false
-	f := a.Run(ctx, history, user, func(ev agent.Event) {
-		if o.record != nil {
-			o.record(ev)
-		}
+	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, func(ev agent.Event) {
 		switch e := ev.(type) {
 		case agent.Token:
 			fmt.Fprint(stdout, e.Text)
@@ -592,13 +578,19 @@ func runAgent(ctx context.Context, conn *engineConn, o agentOptions, history []a
 	}
 	fmt.Fprintf(stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]\n", f.Steps,
 		generated, lastTPS, ttft.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), thinking)
-	if f.Err != nil {
-		if conn.server != nil && conn.server.Err() != nil {
-			return f, fmt.Errorf("%w\n%v", f.Err, conn.server.Err())
-		}
-		return f, f.Err
+	runErr := f.Err
+	if runErr != nil && conn.server != nil && conn.server.Err() != nil {
+		runErr = fmt.Errorf("%w\n%v", f.Err, conn.server.Err())
 	}
-	return f, nil
+	return f, added, errors.Join(runErr, storeErr)
+}
+
+// turnStore passes a store on only when there is one: a nil *memory.Store in the interface would look like one.
+func turnStore(s *memory.Store) agent.TurnStore {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 func oneLine(s string, n int) string {

@@ -168,35 +168,10 @@ func (c *chat) send(text string) error {
 	user := c.pending
 	user.Role, user.Content = "user", text
 	c.pending = agent.Message{}
-	o := c.opts
-	var storeErr error
-	var added []agent.Message
-	var record func(agent.Event)
-	if c.store != nil {
-		if _, err := c.store.BeginTurn(c.ctx, c.sessionID); err != nil {
-			return err
-		}
-		record = agent.Recorder(c.ctx, c.store, c.sessionID, func(err error) { storeErr = errors.Join(storeErr, err) })
-	}
-	o.record = func(ev agent.Event) {
-		if s, ok := ev.(agent.StepFinished); ok {
-			added = append(added, s.Messages...)
-		}
-		if record != nil {
-			record(ev)
-		}
-	}
-	f, err := runAgent(c.ctx, c.conn, o, c.history, user, c.stdout, c.stderr, c.logger)
+	f, added, err := runAgent(c.ctx, c.agent, c.conn, c.opts, turnStore(c.store), c.sessionID, c.history, user, c.stdout, c.stderr)
 	c.history = append(c.history, added...)
-	if c.store != nil {
-		if f.Reason == "canceled" || f.Reason == "error" {
-			_ = c.store.MarkInterrupted(context.WithoutCancel(c.ctx), c.sessionID)
-		} else {
-			_ = c.store.EndTurn(context.WithoutCancel(c.ctx), c.sessionID)
-		}
-	}
-	if storeErr != nil {
-		return storeErr
+	if f.Err == nil && err != nil {
+		return err // the turn ran but could not be stored
 	}
 	if err != nil && c.ctx.Err() == nil {
 		// A failed turn is reported and the chat goes on; the user can retry or quit.

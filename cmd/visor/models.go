@@ -85,7 +85,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	defer conn.close()
 	fmt.Fprintf(stderr, "demo: workspace %s, engine %s\n", ws, conn.client.BaseURL())
 	fmt.Fprintf(stdout, "> %s\n", *question)
-	_, err = runAgent(ctx, conn, agentOptions{tools: reg, toolFlags: tf, maxSteps: 4}, nil,
-		agent.Message{Role: "user", Content: *question}, stdout, stderr, logger)
+	o := agentOptions{tools: reg, toolFlags: tf, maxSteps: 4}
+	a, err := o.build(conn, logger)
+	if err != nil {
+		return err
+	}
+	_, _, err = runAgent(ctx, a, conn, o, nil, "", nil, agent.Message{Role: "user", Content: *question}, stdout, stderr)
 	return err
 }
