@@ -304,16 +304,9 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.SetOutput(stderr)
 	var t turn
 	var images listFlag
-	t.engine.register(fs)
-	t.toolFlags.register(fs)
+	t.register(fs)
 	fs.Var(&images, "image", "image file to attach (repeatable)")
-	fs.StringVar(&t.system, "system", "", "system prompt")
-	fs.IntVar(&t.maxSteps, "max-steps", 8, "most model turns in one run")
-	fs.IntVar(&t.maxTokens, "max-tokens", 0, "most tokens per model turn (0: server default)")
-	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
-	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
-	fs.BoolVar(&t.showReasoning, "show-reasoning", false, "stream the model's thinking to stderr")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -339,6 +332,18 @@ type turn struct {
 	db        string
 	session   string
 	noStore   bool
+}
+
+// register adds the flags every agent-running command shares: engine, tools, prompt, limits and storage.
+func (t *turn) register(fs *flag.FlagSet) {
+	t.engine.register(fs)
+	t.toolFlags.register(fs)
+	fs.StringVar(&t.system, "system", "", "system prompt")
+	fs.IntVar(&t.maxSteps, "max-steps", 8, "most model turns per message")
+	fs.IntVar(&t.maxTokens, "max-tokens", 0, "most tokens per model turn (0: server default)")
+	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	fs.BoolVar(&t.noStore, "no-store", false, "do not store conversations")
+	fs.BoolVar(&t.showReasoning, "show-reasoning", false, "stream the model's thinking to stderr")
 }
 
 func (t *turn) attach(paths []string) error {

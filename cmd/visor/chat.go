@@ -29,15 +29,8 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var t turn
-	t.engine.register(fs)
-	t.toolFlags.register(fs)
-	fs.StringVar(&t.system, "system", "", "system prompt")
-	fs.IntVar(&t.maxSteps, "max-steps", 8, "most model turns per message")
-	fs.IntVar(&t.maxTokens, "max-tokens", 0, "most tokens per model turn (0: server default)")
-	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	t.register(fs)
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
-	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
-	fs.BoolVar(&t.showReasoning, "show-reasoning", false, "stream the model's thinking to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

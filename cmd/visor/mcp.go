@@ -27,17 +27,10 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var ef engineFlags
-	var tf toolFlags
-	ef.register(fs)
-	tf.register(fs)
+	var t turn
+	t.register(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this loopback address (127.0.0.1:PORT) instead of stdio")
 	toolName := fs.String("tool-name", "ask", "name of the MCP tool that runs the agent")
-	system := fs.String("system", "", "system prompt")
-	maxSteps := fs.Int("max-steps", 8, "most model turns in one run")
-	maxTokens := fs.Int("max-tokens", 0, "most tokens per model turn (0: server default)")
-	db := fs.String("db", "", "conversation database (default ~/.local/share/visor/visor.db)")
-	noStore := fs.Bool("no-store", false, "do not store conversations; callers cannot continue sessions")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -50,17 +43,17 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 
-	rt, closeRT, err := openRuntime(ctx, turn{engine: ef, toolFlags: tf, db: *db, noStore: *noStore}, stderr, logger)
+	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
 	defer closeRT()
-	conn, store, reg := rt.conn, rt.store, rt.opts.tools
-	a, err := agentOptions{tools: reg, toolFlags: tf, system: *system, maxSteps: *maxSteps, maxTokens: *maxTokens}.build(conn, logger)
+	conn, store := rt.conn, rt.store
+	a, err := rt.opts.build(conn, logger)
 	if err != nil {
 		return err
 	}
-	cfg := mcpserver.Config{Runner: a, ToolName: *toolName, Agent: "mcp", Model: modelLabel(ef), Logger: logger,
+	cfg := mcpserver.Config{Runner: a, ToolName: *toolName, Agent: "mcp", Model: modelLabel(t.engine), Logger: logger,
 		// As in ask: a server visor started says whether it has a projector; an --endpoint may not say.
 		NoVision: conn.server != nil && !conn.props.Vision}
 	if store != nil {

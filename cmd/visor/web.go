@@ -16,14 +16,8 @@ func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs := flag.NewFlagSet("web", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var t turn
-	t.engine.register(fs)
-	t.toolFlags.register(fs)
+	t.register(fs)
 	addr := fs.String("addr", "127.0.0.1:8765", "loopback address to serve the chat on")
-	fs.StringVar(&t.system, "system", "", "system prompt")
-	fs.IntVar(&t.maxSteps, "max-steps", 8, "most model turns per message")
-	fs.IntVar(&t.maxTokens, "max-tokens", 0, "most tokens per model turn (0: server default)")
-	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
-	fs.BoolVar(&t.noStore, "no-store", false, "do not store conversations")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
