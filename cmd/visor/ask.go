@@ -194,12 +194,7 @@ func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr
 	}
 	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
 		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
-	if bin, err := llamacpp.Find(e.server); err == nil {
-		hc := &llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}
-		if f, err := hc.Flags(ctx, bin); err == nil {
-			o.SwapSupported = f.MMProjGPUSwap()
-		}
-	}
+	o.SwapSupported = swapSupported(ctx, e.server)
 	res, err := vram.PlanFiles(ctx, o)
 	if errors.Is(err, vram.ErrNoGPU) {
 		// Planning VRAM on a machine without a GPU has nothing to place; run on the CPU as asked.

@@ -20,15 +20,11 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	bin, err := llamacpp.Find(*server)
+	f, err := serverFlags(ctx, *server)
 	if err != nil {
 		return err
 	}
-	cache := &llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}
-	f, err := cache.Flags(ctx, bin)
-	if err != nil {
-		return err
-	}
+	bin := f.Binary
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -38,4 +34,20 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "llama-server:     %s\n%s\nspec types:       %v\nmmproj-gpu-swap:  %v\nmmproj offload:   %v\n",
 		bin, f.Version, f.SpecTypes, f.MMProjGPUSwap(), f.Has("--no-mmproj-offload"))
 	return nil
+}
+
+// serverFlags reads what the llama-server visor would run accepts, through the --help cache on disk.
+func serverFlags(ctx context.Context, server string) (llamacpp.Flags, error) {
+	bin, err := llamacpp.Find(server)
+	if err != nil {
+		return llamacpp.Flags{}, err
+	}
+	return (&llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}).Flags(ctx, bin)
+}
+
+// swapSupported says whether the engine has the fork's --mmproj-gpu-swap, which the plan's swap mode needs; an
+// engine that cannot be found or asked counts as not having it.
+func swapSupported(ctx context.Context, server string) bool {
+	f, err := serverFlags(ctx, server)
+	return err == nil && f.MMProjGPUSwap()
 }

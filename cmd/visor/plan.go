@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
-	"path/filepath"
 
-	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
 )
 
@@ -37,13 +35,7 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if o.CacheV == "" {
 		o.CacheV = *cache
 	}
-	// The swap mode needs the fork's flag; ask the installed engine when there is one, without failing if not.
-	if bin, err := llamacpp.Find(*server); err == nil {
-		cacheDir := &llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}
-		if f, err := cacheDir.Flags(ctx, bin); err == nil {
-			o.SwapSupported = f.MMProjGPUSwap()
-		}
-	}
+	o.SwapSupported = swapSupported(ctx, *server)
 	res, err := vram.PlanFiles(ctx, o)
 	if err != nil {
 		return err
