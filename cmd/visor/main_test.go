@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -345,19 +344,6 @@ func TestChatPrefillsScreenshots(t *testing.T) {
 	}
 }
 
-// syncBuffer lets the test read what visor writes from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -377,7 +363,7 @@ func TestChatRestartsACrashedEngine(t *testing.T) {
 	_, chat, _ := tinyWorkspace(t)
 	db := filepath.Join(t.TempDir(), "v.db")
 	inR, inW := io.Pipe()
-	var out, errb syncBuffer
+	var out, errb lockedBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"chat", "--model", chat, "--db", db, "--plan", "off"}, inR, &out, &errb)
