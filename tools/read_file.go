@@ -36,12 +36,7 @@ func readFileTool(root string) Tool {
 }
 
 func readFile(ctx context.Context, root string, in readFileIn) (Result, error) {
-	r, rel, err := openIn(root, in.Path)
-	if err != nil {
-		return Result{}, err
-	}
-	defer r.Close()
-	f, st, err := openRegular(r, rel, in.Path)
+	f, st, err := openRegular(root, in.Path)
 	if err != nil {
 		return Result{}, err
 	}

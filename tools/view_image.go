@@ -33,12 +33,7 @@ func viewImageTool(root string) Tool {
 }
 
 func viewImage(root string, in viewImageIn) (Result, error) {
-	r, rel, err := openIn(root, in.Path)
-	if err != nil {
-		return Result{}, err
-	}
-	defer r.Close()
-	f, st, err := openRegular(r, rel, in.Path)
+	f, st, err := openRegular(root, in.Path)
 	if err != nil {
 		return Result{}, err
 	}

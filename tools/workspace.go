@@ -111,9 +111,16 @@ func openIn(root, p string) (*os.Root, string, error) {
 	return r, rel, nil
 }
 
-// openRegular opens a regular file. Anything else is refused before open: opening a FIFO would block the
-// tool's goroutine forever, beyond the reach of its timeout.
-func openRegular(r *os.Root, rel, shown string) (*os.File, fs.FileInfo, error) {
+// openRegular opens the regular file p of the workspace root. Anything else is refused before open: opening a
+// FIFO would block the tool's goroutine forever, beyond the reach of its timeout. The file stays open after the
+// workspace's os.Root is closed.
+func openRegular(root, p string) (*os.File, fs.FileInfo, error) {
+	r, rel, err := openIn(root, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	shown := p
 	st, err := r.Stat(rel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", shown, unwrapPathError(err))
