@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -98,7 +96,7 @@ func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
 			if b.Len() > 0 {
 				b.WriteString("\n")
 			}
-			b.WriteString(renderCall(promptFormat(a.cfg.Format), c))
+			b.WriteString(prompts.ToolCall(promptFormat(a.cfg.Format), c.Name, c.Arguments))
 		}
 		out.Content = b.String()
 		return out
@@ -164,35 +162,4 @@ func promptFormat(f toolcall.Format) prompts.Format {
 		return prompts.QwenXML
 	}
 	return prompts.Hermes
-}
-
-// renderCall writes a past call back into assistant text in the syntax the raw prompt taught the model, so the
-// history reads as the model's own output.
-func renderCall(f prompts.Format, c Call) string {
-	args := c.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if f != prompts.QwenXML {
-		return fmt.Sprintf("<tool_call>\n{\"name\": %q, \"arguments\": %s}\n</tool_call>", c.Name, args)
-	}
-	var obj map[string]json.RawMessage
-	_ = json.Unmarshal(args, &obj)
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	fmt.Fprintf(&b, "<tool_call>\n<function=%s>\n", c.Name)
-	for _, k := range keys {
-		v := string(obj[k])
-		var str string
-		if json.Unmarshal(obj[k], &str) == nil {
-			v = str // Qwen XML writes strings bare and everything else as JSON
-		}
-		fmt.Fprintf(&b, "<parameter=%s>\n%s\n</parameter>\n", k, v)
-	}
-	b.WriteString("</function>\n</tool_call>")
-	return b.String()
 }

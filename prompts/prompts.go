@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"text/template"
 )
@@ -157,4 +158,35 @@ func pySpaced(b []byte) string {
 		}
 	}
 	return sb.String()
+}
+
+// ToolCall writes a past call back into assistant text in the syntax the tool prompt taught the model, so a
+// history visor renders itself reads as the model's own output. A Format other than QwenXML gets the Hermes form.
+func ToolCall(f Format, name string, arguments json.RawMessage) string {
+	args := arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if f != QwenXML {
+		return fmt.Sprintf("<tool_call>\n{\"name\": %q, \"arguments\": %s}\n</tool_call>", name, args)
+	}
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(args, &obj)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "<tool_call>\n<function=%s>\n", name)
+	for _, k := range keys {
+		v := string(obj[k])
+		var str string
+		if json.Unmarshal(obj[k], &str) == nil {
+			v = str // Qwen XML writes strings bare and everything else as JSON
+		}
+		fmt.Fprintf(&b, "<parameter=%s>\n%s\n</parameter>\n", k, v)
+	}
+	b.WriteString("</function>\n</tool_call>")
+	return b.String()
 }

@@ -104,3 +104,18 @@ func TestToolResponse(t *testing.T) {
 		}
 	}
 }
+
+func TestToolCallRendersTheTaughtSyntax(t *testing.T) {
+	args := json.RawMessage(`{"path": ".", "depth": 2}`)
+	if got, want := ToolCall(Hermes, "list_dir", args), "<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\", \"depth\": 2}}\n</tool_call>"; got != want {
+		t.Errorf("hermes:\n%s\nwant\n%s", got, want)
+	}
+	// Qwen XML: parameters sorted, strings bare, other values as JSON.
+	want := "<tool_call>\n<function=list_dir>\n<parameter=depth>\n2\n</parameter>\n<parameter=path>\n.\n</parameter>\n</function>\n</tool_call>"
+	if got := ToolCall(QwenXML, "list_dir", args); got != want {
+		t.Errorf("qwen-xml:\n%s\nwant\n%s", got, want)
+	}
+	if got := ToolCall(Hermes, "now", nil); !strings.Contains(got, `"arguments": {}`) {
+		t.Errorf("no arguments: %s", got)
+	}
+}
