@@ -1,0 +1,158 @@
+// Package images is visor's one image-intake policy: every image that enters a conversation — from a file on the
+// command line, a web page, an MCP client, a gateway request or a tool — is checked here before it may reach the
+// engine or the store. An image is decoded fully (not just sniffed), so a truncated or corrupt file is refused at
+// intake instead of being rejected by llama-server later; its pixel count is read from the header before any
+// pixel is decoded, so a decompression bomb costs nothing; and its bytes are kept exactly as given, so later
+// turns send the same bytes and hit the server's image cache.
+//
+// It does not resize or re-encode (a future resize to the plan's encoder budget happens at intake too, once), and
+// it does not know where an image came from: callers name the input in their errors.
+package images
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/gif" // the formats llama-server's image loader (stb_image) decodes
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+
+	_ "golang.org/x/image/bmp"
+)
+
+// Formats names the accepted formats for messages: the ones llama-server's loader decodes (stb_image), which
+// is why WebP, decoded by browsers, is not among them.
+const Formats = "PNG, JPEG, GIF or BMP"
+
+// Limits bound one image. The zero value of a field means its default.
+type Limits struct {
+	// MaxBytes bounds the encoded file; default DefaultMaxBytes.
+	MaxBytes int64
+	// MaxPixels bounds width×height; default DefaultMaxPixels.
+	MaxPixels int64
+}
+
+const (
+	// DefaultMaxBytes is the documented per-image limit of every front end.
+	DefaultMaxBytes = 20 << 20
+	// DefaultMaxPixels admits an 8K screenshot (7680×4320 = 33 M) and refuses bombs: decoding costs 4 bytes a pixel.
+	DefaultMaxPixels = 40_000_000
+)
+
+func (l Limits) maxBytes() int64 {
+	if l.MaxBytes > 0 {
+		return l.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+func (l Limits) maxPixels() int64 {
+	if l.MaxPixels > 0 {
+		return l.MaxPixels
+	}
+	return DefaultMaxPixels
+}
+
+// Image is an accepted image: its exact bytes and what decoding found.
+type Image struct {
+	MIME          string
+	Data          []byte
+	Width, Height int
+}
+
+// Sentinel errors, wrapped by every refusal so callers can tell the kinds apart.
+var (
+	ErrEmpty     = errors.New("image is empty")
+	ErrTooLarge  = errors.New("image is too large")
+	ErrNotImage  = errors.New("not an image visor accepts")
+	ErrCorrupt   = errors.New("image is corrupt or truncated")
+	ErrTooBig    = errors.New("image has too many pixels")
+	ErrUnreadable = errors.New("image file cannot be read")
+)
+
+var mimes = map[string]string{"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "bmp": "image/bmp"}
+
+// Check accepts data as an image or says why not; the message ends with what to do.
+func (l Limits) Check(data []byte) (Image, error) {
+	if len(data) == 0 {
+		return Image{}, fmt.Errorf("%w: give a %s file", ErrEmpty, Formats)
+	}
+	if int64(len(data)) > l.maxBytes() {
+		return Image{}, fmt.Errorf("%w: %d bytes, more than the %d allowed: send a smaller or downscaled %s file",
+			ErrTooLarge, len(data), l.maxBytes(), Formats)
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if errors.Is(err, image.ErrFormat) {
+		return Image{}, fmt.Errorf("%w (%s): convert it to a %s file", ErrNotImage, sniff(data), Formats)
+	}
+	if err != nil {
+		return Image{}, fmt.Errorf("%w: %v: re-export or re-capture the image", ErrCorrupt, err)
+	}
+	mime, ok := mimes[format]
+	if !ok {
+		return Image{}, fmt.Errorf("%w (%s): convert it to a %s file", ErrNotImage, format, Formats)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return Image{}, fmt.Errorf("%w: it says it is %d×%d pixels: re-export or re-capture the image", ErrCorrupt, cfg.Width, cfg.Height)
+	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > l.maxPixels() {
+		return Image{}, fmt.Errorf("%w: %d×%d is %d pixels, more than the %d allowed: downscale it", ErrTooBig,
+			cfg.Width, cfg.Height, px, l.maxPixels())
+	}
+	// Decoding every pixel is what finds a truncated file: headers alone look fine.
+	if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+		return Image{}, fmt.Errorf("%w: %v: re-export or re-capture the image", ErrCorrupt, err)
+	}
+	return Image{MIME: mime, Data: data, Width: cfg.Width, Height: cfg.Height}, nil
+}
+
+// ReadFile reads and checks an image file. It opens only regular files, without blocking (a FIFO or device
+// would otherwise hang the command), and reads at most the byte limit.
+func (l Limits) ReadFile(path string) (Image, error) {
+	data, err := readRegular(path, l.maxBytes())
+	if err != nil {
+		return Image{}, err
+	}
+	return l.Check(data)
+}
+
+func readRegular(path string, max int64) ([]byte, error) {
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s): give an image file", ErrUnreadable, path, st.Mode().Type())
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d allowed: send a smaller or downscaled %s file",
+			ErrTooLarge, st.Size(), max, Formats)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: more than the %d bytes allowed: send a smaller or downscaled %s file", ErrTooLarge, max, Formats)
+	}
+	return data, nil
+}
+
+func sniff(data []byte) string {
+	switch {
+	case bytes.HasPrefix(data, []byte("RIFF")) && len(data) > 12 && string(data[8:12]) == "WEBP":
+		return "WebP, which llama-server cannot decode"
+	case bytes.HasPrefix(data, []byte("%PDF")):
+		return "a PDF"
+	}
+	return "unknown format"
+}
+
+

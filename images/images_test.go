@@ -1,0 +1,140 @@
+package images_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/image/bmp"
+
+	"github.com/visorhq/visor/images"
+)
+
+func pngOf(t *testing.T, w, h int) []byte {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range m.Pix {
+		m.Pix[i] = byte(i * 7)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// bombPNG is a valid PNG header claiming w×h pixels with no pixel data: DecodeConfig must refuse it before any
+// allocation of w×h×4 bytes.
+func bombPNG(w, h uint32) []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 8, 6 // 8-bit RGBA
+	chunk := func(typ string, data []byte) {
+		_ = binary.Write(&b, binary.BigEndian, uint32(len(data)))
+		b.WriteString(typ)
+		b.Write(data)
+		_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(append([]byte(typ), data...)))
+	}
+	chunk("IHDR", ihdr)
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+func TestCheck(t *testing.T) {
+	good := pngOf(t, 32, 24)
+	var bm bytes.Buffer
+	if err := bmp.Encode(&bm, image.NewGray(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	webp := append([]byte("RIFF\x10\x00\x00\x00WEBPVP8 "), make([]byte, 16)...)
+	cases := []struct {
+		name string
+		data []byte
+		lim  images.Limits
+		want error
+	}{
+		{"png", good, images.Limits{}, nil},
+		{"bmp", bm.Bytes(), images.Limits{}, nil},
+		{"empty", nil, images.Limits{}, images.ErrEmpty},
+		{"text", []byte("hello, this is not an image"), images.Limits{}, images.ErrNotImage},
+		{"webp", webp, images.Limits{}, images.ErrNotImage},
+		{"truncated", good[:len(good)/2], images.Limits{}, images.ErrCorrupt},
+		{"corrupt", append(append([]byte(nil), good[:40]...), bytes.Repeat([]byte{0xff}, 200)...), images.Limits{}, images.ErrCorrupt},
+		{"oversized", good, images.Limits{MaxBytes: 100}, images.ErrTooLarge},
+		{"bomb", bombPNG(100000, 100000), images.Limits{}, images.ErrTooBig},
+		{"too many pixels", good, images.Limits{MaxPixels: 100}, images.ErrTooBig},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			im, err := c.lim.Check(c.data)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if !bytes.Equal(im.Data, c.data) || im.Width == 0 {
+					t.Fatalf("accepted image changed: %+v", im)
+				}
+				return
+			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+func TestCheckNeverPanics(t *testing.T) {
+	good := pngOf(t, 16, 16)
+	for i := 0; i < len(good); i++ {
+		_, _ = images.Limits{}.Check(good[:i])
+		c := append([]byte(nil), good...)
+		c[i] ^= 0xa5
+		_, _ = images.Limits{}.Check(c)
+	}
+	_ = color.Black
+}
+
+func TestReadFileRefusesFIFOWithoutBlocking(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo.png")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	_, err := images.Limits{}.ReadFile(p)
+	if !errors.Is(err, images.ErrUnreadable) {
+		t.Fatalf("err = %v, want a refusal of the FIFO", err)
+	}
+	if _, err := (images.Limits{}).ReadFile("/dev/zero"); err == nil {
+		t.Fatal("/dev/zero accepted")
+	}
+	big := filepath.Join(t.TempDir(), "big.png")
+	if err := os.WriteFile(big, make([]byte, 2000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (images.Limits{MaxBytes: 1000}).ReadFile(big); !errors.Is(err, images.ErrTooLarge) {
+		t.Fatalf("err = %v, want too large", err)
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	var b bytes.Buffer
+	_ = png.Encode(&b, image.NewGray(image.Rect(0, 0, 4, 4)))
+	f.Add(b.Bytes())
+	f.Add(bombPNG(1<<20, 1<<20))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		im, err := images.Limits{MaxPixels: 1 << 20}.Check(data)
+		if err == nil && (im.Width*im.Height > 1<<20 || !bytes.Equal(im.Data, data)) {
+			t.Fatalf("accepted %dx%d", im.Width, im.Height)
+		}
+	})
+}
