@@ -64,11 +64,11 @@ type Image struct {
 
 // Sentinel errors, wrapped by every refusal so callers can tell the kinds apart.
 var (
-	ErrEmpty     = errors.New("image is empty")
-	ErrTooLarge  = errors.New("image is too large")
-	ErrNotImage  = errors.New("not an image visor accepts")
-	ErrCorrupt   = errors.New("image is corrupt or truncated")
-	ErrTooBig    = errors.New("image has too many pixels")
+	ErrEmpty      = errors.New("image is empty")
+	ErrTooLarge   = errors.New("image is too large")
+	ErrNotImage   = errors.New("not an image visor accepts")
+	ErrCorrupt    = errors.New("image is corrupt or truncated")
+	ErrTooBig     = errors.New("image has too many pixels")
 	ErrUnreadable = errors.New("image file cannot be read")
 )
 
@@ -154,5 +154,3 @@ func sniff(data []byte) string {
 	}
 	return "unknown format"
 }
-
-
