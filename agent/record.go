@@ -147,6 +147,10 @@ func FromMemory(m memory.Message) Message {
 func Resumable(msgs []memory.Message) []Message {
 	out := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
+		if m.Rejected {
+			// The engine refused this turn for its content (MarkRejected): sending it again would fail again.
+			continue
+		}
 		out = append(out, FromMemory(m))
 	}
 	// An assistant turn whose calls have no results (the process died between the two) cannot be replayed:

@@ -205,7 +205,8 @@ func indexOf(msgs []Message, id int64) int {
 func ownMessages(ctx context.Context, q querier, sessionID string) ([]Message, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, prelude, role, content, reasoning, tool_call_id, tool_name, finish_reason,
 		interrupted, has_timings, prompt_tokens, cached_tokens, generated_tokens, prompt_per_second, tokens_per_second,
-		draft_tokens, draft_accepted, ttft_us, duration_us, created_at
+		draft_tokens, draft_accepted, ttft_us, duration_us, created_at,
+		coalesce((SELECT status = 'rejected' FROM turns WHERE turns.id = messages.turn_id), 0)
 		FROM messages WHERE session_id = ? ORDER BY prelude DESC, id`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("memory: messages of %q: %w", sessionID, err)
@@ -221,7 +222,7 @@ func ownMessages(ctx context.Context, q querier, sessionID string) ([]Message, e
 			var ttft, dur, created int64
 			err = rows.Scan(&m.ID, &m.prelude, &m.Role, &m.Content, &m.Reasoning, &m.ToolCallID, &m.ToolName, &m.FinishReason,
 				&m.Interrupted, &hasT, &t.PromptTokens, &t.CachedTokens, &t.GeneratedTokens, &t.PromptPerSecond,
-				&t.TokensPerSecond, &t.DraftTokens, &t.DraftAccepted, &ttft, &dur, &created)
+				&t.TokensPerSecond, &t.DraftTokens, &t.DraftAccepted, &ttft, &dur, &created, &m.Rejected)
 			if err != nil {
 				return
 			}

@@ -77,6 +77,9 @@ type Message struct {
 	Timings *Timings
 	// Interrupted marks a message cut short (user interrupt, crash), set by the writer or by MarkInterrupted.
 	Interrupted bool
+	// Rejected marks a message of a turn the engine refused for its content (MarkRejected); set on read only.
+	// Such turns are kept for the record but never sent to the model again.
+	Rejected bool
 	// CreatedAt defaults to the time of the write. Stored with millisecond precision.
 	CreatedAt time.Time
 

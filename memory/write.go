@@ -137,6 +137,23 @@ func (s *Store) MarkInterrupted(ctx context.Context, sessionID string) error {
 	})
 }
 
+// MarkRejected marks the session's most recent turn as rejected by the engine for its content (an image it
+// could not decode, a prompt over the context): its messages stay stored for the record, with Rejected set on
+// read, and are never replayed into later requests, so one bad turn cannot break the rest of the session.
+func (s *Store) MarkRejected(ctx context.Context, sessionID string) error {
+	return s.withTx(ctx, "mark rejected", func(tx *sql.Tx) error {
+		if err := sessionExists(ctx, tx, sessionID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE turns SET status = 'rejected', ended_at = coalesce(ended_at, ?)
+			WHERE id = (SELECT max(id) FROM turns WHERE session_id = ?)`, toMillis(time.Now()), sessionID)
+		if err != nil {
+			return fmt.Errorf("memory: mark the last turn of session %q rejected: %w", sessionID, err)
+		}
+		return nil
+	})
+}
+
 func closeOpenTurns(ctx context.Context, tx *sql.Tx, sessionID, status string) (int, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id FROM turns WHERE session_id = ? AND status = 'open'`, sessionID)
 	if err != nil {
