@@ -34,16 +34,16 @@ func (s State) String() string {
 // machine is the conductor's decision core: pure, no goroutines, no clocks of its own. The loop feeds it events
 // and carries out the effects it returns, so every transition is tested without a process (machine_test.go).
 type machine struct {
-	state   State
-	gen     int // launch generation: events about an older process are stale
-	err     error
-	mode    string
+	state State
+	gen   int // launch generation: events about an older process are stale
+	err   error
+	mode  string
 	// launching is true while a launch is in flight: a Close then waits for it, so the process it brings up is
 	// stopped instead of outliving the conductor.
 	launching bool
 	crashes   []time.Time
-	budget  int
-	window  time.Duration
+	budget    int
+	window    time.Duration
 }
 
 type eventKind int
@@ -71,14 +71,14 @@ type event struct {
 type effectKind int
 
 const (
-	effLaunch     effectKind = iota // launch generation gen in mode
-	effStop                         // stop the current process (then evStopped, or evExited for a relaunch)
-	effProbe                        // health-check the current process; kill it if it is dead but not exited
-	effAnswer                       // answer waiters: ready
-	effFail                         // answer waiters with err
-	effReport                       // tell observers (Event)
-	effWarmup                       // warm the fresh process up, off the critical path
-	effStopForMode                  // stop the current process so it can be launched in another mode
+	effLaunch      effectKind = iota // launch generation gen in mode
+	effStop                          // stop the current process (then evStopped, or evExited for a relaunch)
+	effProbe                         // health-check the current process; kill it if it is dead but not exited
+	effAnswer                        // answer waiters: ready
+	effFail                          // answer waiters with err
+	effReport                        // tell observers (Event)
+	effWarmup                        // warm the fresh process up, off the critical path
+	effStopForMode                   // stop the current process so it can be launched in another mode
 )
 
 type effect struct {
