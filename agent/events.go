@@ -41,6 +41,10 @@ type Call struct {
 // them: every consumer reads the same stream.
 type Event interface{ isEvent() }
 
+// Notice is news for people from the layers around the loop (a compaction, a restarted engine); the loop itself
+// never emits it.
+type Notice struct{ Text string }
+
 // StepStarted opens step Step (one model request and the tool calls it asked for).
 type StepStarted struct{ Step int }
 
@@ -108,6 +112,7 @@ type Finished struct {
 }
 
 func (StepStarted) isEvent()      {}
+func (Notice) isEvent()           {}
 func (ImagesPending) isEvent()    {}
 func (Token) isEvent()            {}
 func (ReasoningToken) isEvent()   {}

@@ -1,0 +1,377 @@
+// Package session is the layer every front end stands on: it opens, resumes and forks conversations, keeps one
+// lock per session, runs a turn (agent loop, storage, compaction, crash recovery), takes images in under one
+// policy (package images), and knows each session's lookahead — what its next requests will carry — so the
+// engine can prepare for them off the critical path (the attached image is prefilled at once).
+//
+// `visor ask`, `run`, `chat`, `web`, `mcp serve` and the gateway are thin front ends over a Service: they parse
+// input and render the typed event stream (agent.Event plus this package's Notice), and hold no policy. The
+// service does not start engines (engine/conductor does) nor build tools (package tools does).
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/tools"
+)
+
+// Engine is what the service needs from the engine conductor; *conductor.Conductor implements it.
+type Engine interface {
+	EnsureReady(ctx context.Context) (conductor.Ready, error)
+	Recover(ctx context.Context) (conductor.Ready, error)
+}
+
+// Store keeps conversations; *memory.Store implements it.
+type Store interface {
+	agent.TurnStore
+	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
+	ResolveSessionID(ctx context.Context, prefix string) (string, error)
+	Session(ctx context.Context, id string) (memory.Session, error)
+	Messages(ctx context.Context, sessionID string) ([]memory.Message, error)
+	CreateLinkedSession(ctx context.Context, parentID string, summary memory.Message, keepFrom int64) (memory.Session, error)
+	Fork(ctx context.Context, sessionID string, atMessageID int64) (memory.Session, error)
+	MarkRejected(ctx context.Context, sessionID string) error
+	RecordEngineEvent(ctx context.Context, ev memory.EngineEvent) (int64, error)
+}
+
+// AgentConfig is how each turn's agent is built.
+type AgentConfig struct {
+	Tools       *tools.Registry
+	System      string
+	MaxSteps    int
+	MaxTokens   int
+	ToolChoice  string
+	Temperature *float32
+	// Raw renders the tool prompt in visor and parses calls from text even where the server's template
+	// renders tools; without it that happens only where the template cannot.
+	Raw    bool
+	Format toolcall.Format
+}
+
+// Vision says what is known about the engine's projector before it is loaded: a server visor starts has one
+// exactly when a projector file was given; a remote one is known only once its /props is read.
+type Vision int
+
+const (
+	VisionUnknown Vision = iota
+	VisionYes
+	VisionNo
+)
+
+// Config sets up a Service. Engine is required.
+type Config struct {
+	Engine Engine
+	// Store keeps sessions; nil keeps them in this process only.
+	Store Store
+	Agent AgentConfig
+	// Vision is known before any model load (see Vision), so an image for a model without a projector is refused
+	// before the engine starts.
+	Vision Vision
+	// Images bounds one image; MaxPendingImages and MaxPendingBytes bound what one message may carry (defaults 8
+	// and 64 MiB).
+	Images           images.Limits
+	MaxPendingImages int
+	MaxPendingBytes  int64
+	// AgentName and Model label stored sessions.
+	AgentName, Model string
+	// CompactAt is the share of the server's context a stored conversation may fill before older turns are
+	// summarized into a linked session (default 0.75); KeepTurns user turns stay verbatim (default 2).
+	CompactAt float64
+	KeepTurns int
+	// Prefill evaluates an attached image ahead of the question; default true (set NoPrefill to turn it off, for
+	// baselines).
+	NoPrefill bool
+	Logger    *slog.Logger
+}
+
+// Sentinel errors of a turn, wrapped with the details.
+var (
+	// ErrNoVision: an image for a model without a vision projector.
+	ErrNoVision = errors.New("the model has no vision projector")
+	// ErrRejected: the engine refused the turn for its content; the turn is stored as rejected and not replayed.
+	ErrRejected = errors.New("the engine rejected the request")
+	// ErrEngineCrashed: the engine died during the turn; it has been restarted and the message can be sent again.
+	ErrEngineCrashed = errors.New("the engine crashed during the turn")
+	// ErrBusy: another turn of the same session is running.
+	ErrBusy = errors.New("the session is busy with another turn")
+	// ErrNotFound: no such session.
+	ErrNotFound = errors.New("no such session")
+)
+
+// Service runs sessions. It is safe for concurrent use; one turn runs at a time per session.
+type Service struct {
+	cfg Config
+
+	mu      sync.Mutex
+	open    map[string]*Session
+	local   int
+	propsMu sync.Mutex
+	props   map[int]llamacpp.Props // by engine generation
+}
+
+// New checks cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("session: Config.Engine is nil: pass the engine conductor")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CompactAt <= 0 || cfg.CompactAt >= 1 {
+		cfg.CompactAt = 0.75
+	}
+	if cfg.KeepTurns <= 0 {
+		cfg.KeepTurns = 2
+	}
+	if cfg.MaxPendingImages <= 0 {
+		cfg.MaxPendingImages = 8
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = 64 << 20
+	}
+	if cfg.AgentName == "" {
+		cfg.AgentName = "visor"
+	}
+	return &Service{cfg: cfg, open: map[string]*Session{}, props: map[int]llamacpp.Props{}}, nil
+}
+
+// Stored reports whether sessions are kept in a store.
+func (s *Service) Stored() bool { return s.cfg.Store != nil }
+
+// OpenOptions say which session to open.
+type OpenOptions struct {
+	// Resume is the id (or a unique prefix) of a stored session to continue; empty starts a new one.
+	Resume string
+	// Title names a new session; the first message's text is used when empty.
+	Title string
+}
+
+// Open starts or resumes a session. Opening the same stored session twice in one process gives the same
+// *Session, so its lock is shared by every front end; Close releases it.
+func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
+	st := s.cfg.Store
+	if st == nil {
+		if o.Resume != "" {
+			s.mu.Lock()
+			sess := s.open[o.Resume]
+			if sess != nil {
+				sess.refs++
+			}
+			s.mu.Unlock()
+			if sess == nil {
+				return nil, fmt.Errorf("session %q: %w: sessions are not stored (no database), so only this process's own can be continued", o.Resume, ErrNotFound)
+			}
+			return sess, nil
+		}
+		s.mu.Lock()
+		s.local++
+		id := fmt.Sprintf("local-%d-%d", time.Now().Unix(), s.local)
+		s.mu.Unlock()
+		return s.register(&Session{svc: s, id: id, title: o.Title}), nil
+	}
+	if o.Resume == "" {
+		title := o.Title
+		sess, err := st.CreateSession(ctx, memory.Session{Title: oneLine(title, 60), Agent: s.cfg.AgentName, Model: s.cfg.Model})
+		if err != nil {
+			return nil, fmt.Errorf("create a session: %w", err)
+		}
+		return s.register(&Session{svc: s, id: sess.ID, title: sess.Title, created: true}), nil
+	}
+	full, err := st.ResolveSessionID(ctx, o.Resume)
+	if err != nil {
+		return nil, fmt.Errorf("session %q: %w: list them with `visor sessions list`", o.Resume, err)
+	}
+	s.mu.Lock()
+	if sess := s.open[full]; sess != nil {
+		sess.refs++
+		s.mu.Unlock()
+		return sess, nil
+	}
+	s.mu.Unlock()
+	msgs, err := st.Messages(ctx, full)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", full, err)
+	}
+	meta, err := st.Session(ctx, full)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", full, err)
+	}
+	sess := &Session{svc: s, id: full, title: meta.Title, history: agent.Resumable(msgs)}
+	return s.register(sess), nil
+}
+
+// Fork branches a stored session at message at (0: its last message) into a new session sharing the history,
+// and opens the branch.
+func (s *Service) Fork(ctx context.Context, id string, at int64) (*Session, error) {
+	if s.cfg.Store == nil {
+		return nil, errors.New("fork: sessions are not stored (no database): run without --no-store")
+	}
+	full, err := s.cfg.Store.ResolveSessionID(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("fork %q: %w", id, err)
+	}
+	f, err := s.cfg.Store.Fork(ctx, full, at)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", full, err)
+	}
+	return s.Open(ctx, OpenOptions{Resume: f.ID})
+}
+
+func (s *Service) register(sess *Session) *Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.open[sess.id]; old != nil {
+		old.refs++
+		return old
+	}
+	sess.refs = 1
+	sess.lock = make(chan struct{}, 1)
+	s.open[sess.id] = sess
+	return sess
+}
+
+// RecordEngineEvent stores an engine event in every open stored session, so each shows what the server did
+// while it ran (starts, crashes, restarts, relaunches). Conductor.OnEvent calls it.
+func (s *Service) RecordEngineEvent(ev conductor.Event) {
+	if s.cfg.Store == nil {
+		return
+	}
+	kind := memory.EngineStart
+	switch ev.Kind {
+	case conductor.EventReady:
+	case conductor.EventCrashed, conductor.EventFailed:
+		kind = memory.EngineCrash
+	case conductor.EventStopped:
+		kind = memory.EngineStop
+	default:
+		return
+	}
+	detail := map[string]any{"event": string(ev.Kind), "mode": ev.Mode, "url": redact(ev.URL)}
+	if ev.Err != nil {
+		detail["error"] = ev.Err.Error()
+	}
+	b, _ := json.Marshal(detail)
+	s.mu.Lock()
+	var ids []string
+	for id, sess := range s.open {
+		if sess.created || len(sess.history) > 0 || sess.turns > 0 {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id, Kind: kind,
+			Duration: ev.Duration, Detail: b}); err != nil {
+			s.cfg.Logger.Warn("record engine event", "session", id, "err", err)
+		}
+	}
+}
+
+// ready returns a ready engine and its properties (read once per launch).
+func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, llamacpp.Props, error) {
+	get := s.cfg.Engine.EnsureReady
+	if recover {
+		get = s.cfg.Engine.Recover
+	}
+	r, err := get(ctx)
+	if err != nil {
+		return r, llamacpp.Props{}, err
+	}
+	s.propsMu.Lock()
+	p, ok := s.props[r.Generation]
+	s.propsMu.Unlock()
+	if ok {
+		return r, p, nil
+	}
+	p, err = llamacpp.ReadProps(ctx, r.Client)
+	if err != nil {
+		// Not every OpenAI-compatible server has /props: assume native tools and unknown vision.
+		s.cfg.Logger.Debug("the engine has no /props", "err", err)
+		p = llamacpp.Props{TemplateCaps: map[string]bool{"supports_tools": true, "supports_tool_calls": true}, Vision: s.cfg.Vision != VisionNo}
+	}
+	s.propsMu.Lock()
+	s.props[r.Generation] = p
+	s.propsMu.Unlock()
+	return r, p, nil
+}
+
+func (s *Service) build(r conductor.Ready, p llamacpp.Props) (*agent.Agent, error) {
+	a := s.cfg.Agent
+	mode := agent.Native
+	if a.Raw || !p.ToolsInTemplate() {
+		mode = agent.Raw
+	}
+	return agent.New(agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format,
+		MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, ToolChoice: a.ToolChoice, Temperature: a.Temperature,
+		Logger: s.cfg.Logger})
+}
+
+// Lookahead is what the open sessions' next requests will carry, as far as the service knows now.
+type Lookahead struct {
+	Sessions []SessionLookahead
+}
+
+// SessionLookahead is one session's part of the Lookahead.
+type SessionLookahead struct {
+	ID string
+	// PendingImages are attached for the next message and not yet sent; KnownSince is when the first was.
+	PendingImages int
+	PendingBytes  int64
+	KnownSince    time.Time
+	// Prefilled is how many of them the engine has already evaluated into its cache.
+	Prefilled int
+	// Busy says a turn is running; Queued how many more wait for it.
+	Busy   bool
+	Queued int
+}
+
+// Lookahead reports what the open sessions' next requests will carry.
+func (s *Service) Lookahead() Lookahead {
+	s.mu.Lock()
+	list := make([]*Session, 0, len(s.open))
+	for _, sess := range s.open {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	var out Lookahead
+	for _, sess := range list {
+		out.Sessions = append(out.Sessions, sess.lookahead())
+	}
+	return out
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// redact drops credentials from a URL before it is stored.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = url.User("REDACTED")
+	return u.String()
+}

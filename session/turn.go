@@ -1,0 +1,362 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/tools"
+)
+
+// Session is one open conversation. Its methods are safe for concurrent use; turns run one at a time.
+type Session struct {
+	svc     *Service
+	id      string
+	title   string
+	created bool
+	refs    int
+	lock    chan struct{} // one turn at a time; a channel so waiting respects ctx
+
+	mu         sync.Mutex // guards the fields below
+	history    []agent.Message
+	pending    []tools.Image
+	pendBytes  int64
+	knownSince time.Time
+	prefilled  int
+	prefill    chan struct{} // closed when the latest prefill ended
+	turns      int
+	busy       bool
+	queued     int
+}
+
+// ID is the session's id (a stored session's, or a process-local one without a store).
+func (s *Session) ID() string { return s.id }
+
+// History returns a copy of the conversation as the next request will send it.
+func (s *Session) History() []agent.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]agent.Message(nil), s.history...)
+}
+
+// Pending is how many images are attached for the next message.
+func (s *Session) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// Close releases the session; the last Close of a session forgets its in-memory state (a stored session can be
+// opened again).
+func (s *Session) Close() {
+	s.waitPrefill()
+	svc := s.svc
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if s.refs--; s.refs <= 0 {
+		delete(svc.open, s.id)
+	}
+}
+
+// CheckImage applies the image policy without attaching: the engine must be able to see, and the bytes must be
+// an acceptable image. Front ends that take images with the message (ask, run, MCP) call Turn with them; this is
+// for refusing early.
+func (s *Session) CheckImage(data []byte) (tools.Image, error) {
+	if s.svc.cfg.Vision == VisionNo {
+		return tools.Image{}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
+	}
+	im, err := s.svc.cfg.Images.Check(data)
+	if err != nil {
+		return tools.Image{}, err
+	}
+	return tools.Image{MIME: im.MIME, Data: im.Data}, nil
+}
+
+// Attach takes an image for the next message and has the engine evaluate it at once, in the background, so its
+// encode (and an engine's MTP↔vision swap) happens while the user is still typing.
+func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) {
+	im, err := s.CheckImage(data)
+	if err != nil {
+		return im, err
+	}
+	s.mu.Lock()
+	if len(s.pending)+1 > s.svc.cfg.MaxPendingImages {
+		s.mu.Unlock()
+		return im, fmt.Errorf("already %d images attached, the most one message may carry: send this message first", len(s.pending))
+	}
+	if s.pendBytes+int64(len(im.Data)) > s.svc.cfg.MaxPendingBytes {
+		s.mu.Unlock()
+		return im, fmt.Errorf("the attached images would pass %d bytes for one message: send this message first", s.svc.cfg.MaxPendingBytes)
+	}
+	if len(s.pending) == 0 {
+		s.knownSince = time.Now()
+	}
+	s.pending = append(s.pending, im)
+	s.pendBytes += int64(len(im.Data))
+	prev := s.prefill
+	done := make(chan struct{})
+	s.prefill = done
+	history := append([]agent.Message(nil), s.history...)
+	user := agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
+	s.mu.Unlock()
+	if s.svc.cfg.NoPrefill {
+		close(done)
+		return im, nil
+	}
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev // one prefill at a time: the next one extends the previous prefix
+		}
+		pctx := context.WithoutCancel(ctx)
+		r, p, err := s.svc.ready(pctx, false)
+		if err != nil {
+			s.svc.cfg.Logger.Warn("prefill: the engine is not ready; the image will be encoded with the question", "err", err)
+			return
+		}
+		a, err := s.svc.build(r, p)
+		if err != nil {
+			return
+		}
+		start := time.Now()
+		if _, err := a.Prefill(pctx, history, user); err != nil {
+			s.svc.cfg.Logger.Warn("prefill failed; the image will be encoded with the question", "err", err)
+			return
+		}
+		s.mu.Lock()
+		s.prefilled = len(user.Images)
+		s.mu.Unlock()
+		s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", time.Since(start))
+	}()
+	return im, nil
+}
+
+// ClearAttachments drops the images attached for the next message.
+func (s *Session) ClearAttachments() {
+	s.waitPrefill()
+	s.mu.Lock()
+	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+	s.mu.Unlock()
+}
+
+func (s *Session) waitPrefill() {
+	s.mu.Lock()
+	p := s.prefill
+	s.mu.Unlock()
+	if p != nil {
+		<-p
+	}
+}
+
+func (s *Session) lookahead() SessionLookahead {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SessionLookahead{ID: s.id, PendingImages: len(s.pending), PendingBytes: s.pendBytes, KnownSince: s.knownSince,
+		Prefilled: s.prefilled, Busy: s.busy, Queued: s.queued}
+}
+
+// Result is what a turn did.
+type Result struct {
+	agent.Finished
+	// SessionID is where the turn was stored; it differs from the session's id after a compaction moved the
+	// conversation into a linked session.
+	SessionID string
+	Added     []agent.Message
+}
+
+// Turn sends the user's text with the attached images (and extra images, already checked with CheckImage or
+// taken here) and runs the agent until it answers. Events stream to emit, one at a time. A failed turn returns
+// an error wrapping ErrNoVision, ErrRejected, ErrEngineCrashed or the engine's error; the session stays usable.
+func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, emit func(agent.Event)) (Result, error) {
+	if emit == nil {
+		emit = func(agent.Event) {}
+	}
+	svc := s.svc
+	for i, im := range extra {
+		if _, err := s.CheckImage(im.Data); err != nil {
+			return Result{SessionID: s.id}, fmt.Errorf("image %d: %w", i+1, err)
+		}
+	}
+	s.mu.Lock()
+	s.queued++
+	s.mu.Unlock()
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.queued--
+		s.mu.Unlock()
+		return Result{SessionID: s.id}, ctx.Err()
+	}
+	defer func() { <-s.lock }()
+	s.waitPrefill()
+	s.mu.Lock()
+	s.queued--
+	s.busy = true
+	user := agent.Message{Role: "user", Content: text, Images: append(append([]tools.Image(nil), s.pending...), extra...)}
+	history := append([]agent.Message(nil), s.history...)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.busy = false
+		s.mu.Unlock()
+	}()
+
+	r, props, err := svc.ready(ctx, false)
+	if err != nil {
+		return Result{SessionID: s.id}, fmt.Errorf("the engine: %w", err)
+	}
+	if len(user.Images) > 0 && !props.Vision && svc.cfg.Vision != VisionYes {
+		return Result{SessionID: s.id}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
+	}
+	a, err := svc.build(r, props)
+	if err != nil {
+		return Result{SessionID: s.id}, err
+	}
+	sessionID := s.id
+	if svc.cfg.Store != nil {
+		if sessionID, history, err = s.compact(ctx, r, props, history, emit); err != nil {
+			return Result{SessionID: s.id}, err
+		}
+	}
+	var store agent.TurnStore
+	if svc.cfg.Store != nil {
+		store = svc.cfg.Store
+	}
+	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, emit)
+	res := Result{Finished: f, SessionID: sessionID, Added: added}
+	s.mu.Lock()
+	s.turns++
+	s.mu.Unlock()
+	if f.Err != nil && ctx.Err() == nil {
+		if rejected(f.Err) {
+			// Replaying a turn the engine refused would fail every later turn: keep it for the record, never send it.
+			if svc.cfg.Store != nil {
+				storeErr = errors.Join(storeErr, svc.cfg.Store.MarkRejected(context.WithoutCancel(ctx), sessionID))
+			}
+			s.mu.Lock()
+			s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+			s.mu.Unlock()
+			return res, errors.Join(fmt.Errorf("%w: %v; the turn is kept but will not be sent again", ErrRejected, f.Err), storeErr)
+		}
+		if crashed(r) {
+			emit(agent.Notice{Text: "the engine crashed; restarting it …"})
+			if _, _, rerr := svc.ready(ctx, true); rerr != nil {
+				return res, fmt.Errorf("%w (%v), and restarting it failed: %w", ErrEngineCrashed, f.Err, rerr)
+			}
+			emit(agent.Notice{Text: "the engine is back: send the message again"})
+			s.keep(sessionID, added)
+			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
+		}
+	}
+	s.keep(sessionID, added)
+	if f.Err != nil {
+		return res, errors.Join(f.Err, storeErr)
+	}
+	return res, storeErr
+}
+
+// keep appends a turn's messages to the in-memory history and moves the session to where it was stored.
+func (s *Session) keep(sessionID string, added []agent.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.history = append(s.history, added...)
+	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+	if sessionID != s.id {
+		svc := s.svc
+		svc.mu.Lock()
+		delete(svc.open, s.id)
+		s.id = sessionID
+		svc.open[s.id] = s
+		svc.mu.Unlock()
+	}
+}
+
+// rejected tells a request the engine refused for what it carried (HTTP 4xx: an image it could not decode, a
+// prompt over its context) from a failure of the engine itself.
+func rejected(err error) bool {
+	var he *engine.HTTPError
+	if errors.As(err, &he) {
+		return he.Status >= 400 && he.Status < 500 && he.Status != http.StatusUnauthorized && he.Status != http.StatusNotFound
+	}
+	return false
+}
+
+func crashed(r conductor.Ready) bool {
+	if r.Process == nil {
+		return false
+	}
+	select {
+	case <-r.Process.Done():
+		return true
+	default:
+	}
+	// The exit may not be seen yet (it is once the output is drained); the conductor's probe decides.
+	var h struct{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return r.Client.Get(ctx, "/health", &h) != nil
+}
+
+// compact starts a linked session from a summary when the stored conversation fills most of the server's
+// context, keeping the last user turns verbatim, so long sessions keep working instead of failing with "exceeds
+// the available context size". The parent session stays whole for search and export.
+func (s *Session) compact(ctx context.Context, r conductor.Ready, props llamacpp.Props, history []agent.Message,
+	emit func(agent.Event)) (string, []agent.Message, error) {
+	svc := s.svc
+	if !agent.NeedsCompaction(history, props.NCtx, svc.cfg.CompactAt) {
+		return s.id, history, nil
+	}
+	old, recent := agent.SplitForCompaction(history, svc.cfg.KeepTurns)
+	if len(old) == 0 {
+		return s.id, history, nil
+	}
+	emit(agent.Notice{Text: fmt.Sprintf("compacting: the session uses %d of %d context tokens; summarizing %d older messages …",
+		agent.ContextUsed(history), props.NCtx, len(old))})
+	summary, err := agent.Summarize(ctx, r.Client, old, 1024)
+	if err != nil {
+		return s.id, nil, fmt.Errorf("compact session %s: %w", s.id, err)
+	}
+	stored, err := svc.cfg.Store.Messages(ctx, s.id)
+	if err != nil {
+		return s.id, nil, err
+	}
+	stored = resumable(stored)
+	var keepFrom int64
+	if len(recent) > 0 && len(old) < len(stored) {
+		keepFrom = stored[len(old)].ID
+	}
+	text := "Summary of the earlier conversation:\n" + summary
+	linked, err := svc.cfg.Store.CreateLinkedSession(ctx, s.id, memory.Message{Role: "user", Content: text}, keepFrom)
+	if err != nil {
+		return s.id, nil, err
+	}
+	emit(agent.Notice{Text: fmt.Sprintf("compacted into session %s", linked.ID)})
+	history = append([]agent.Message{{Role: "user", Content: text}}, recent...)
+	s.mu.Lock()
+	s.history = history
+	s.mu.Unlock()
+	return linked.ID, history, nil
+}
+
+// resumable lines stored messages up with agent.Resumable's output (rejected turns and a cut tail dropped).
+func resumable(msgs []memory.Message) []memory.Message {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if !m.Rejected {
+			out = append(out, m)
+		}
+	}
+	for len(out) > 0 && out[len(out)-1].Role == "assistant" && len(out[len(out)-1].ToolCalls) > 0 {
+		out = out[:len(out)-1]
+	}
+	return out
+}
