@@ -22,6 +22,10 @@ type BuiltinConfig struct {
 	Shell []string
 	// ShellTimeout bounds one command; zero means 60s.
 	ShellTimeout time.Duration
+	// AllowProtected lists protected names (ProtectedNames: .git, .vscode, .envrc, …) that write_file may write
+	// and run_shell may name anyway; "*" allows them all. Off by default: a file there can run a program at the
+	// user's next `git status`, commit, or shell.
+	AllowProtected []string
 }
 
 // Names of the built-in tools.
@@ -40,7 +44,7 @@ const (
 func Builtins(cfg BuiltinConfig) []Tool {
 	out := []Tool{
 		readFileTool(cfg.Root),
-		writeFileTool(cfg.Root),
+		writeFileTool(cfg.Root, cfg.AllowProtected),
 		listDirTool(cfg.Root),
 		searchFilesTool(cfg.Root),
 		viewImageTool(cfg.Root),
@@ -98,4 +102,13 @@ func describe(md string) string {
 		paras[i] = strings.Join(strings.Fields(p), " ")
 	}
 	return strings.Join(paras, "\n\n")
+}
+
+// Check validates cfg's settings the user gave, with errors naming the value and the fix. Builtins does not
+// call it (it cannot fail); front ends call it before, so a bad setting fails at start, not at the first call.
+func (c BuiltinConfig) Check() error {
+	if err := checkAllowProtected(c.AllowProtected); err != nil {
+		return err
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"os"
 )
 
-// ErrNotRegular is wrapped by the error for a path that names anything but a regular file.
+// ErrNotRegular is matched by the error (a *NotRegularError) for a path that names anything but a regular file.
 var ErrNotRegular = errors.New("not a regular file")
 
 // ErrTooLarge is wrapped by the error for a file larger than the caller's limit.
@@ -110,13 +110,28 @@ func tooLarge(name string, size, max int64) error {
 	return fmt.Errorf("%s is over the %d-byte limit: %w", name, max, ErrTooLarge)
 }
 
+// NotRegularError is the error for a path that names anything but a regular file. It matches ErrNotRegular.
+type NotRegularError struct {
+	Name string      // the path as the caller gave it
+	Mode fs.FileMode // what it is instead
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, %v: give the path of a file", e.Name, e.Kind(), ErrNotRegular)
+}
+
+// Is makes errors.Is(err, ErrNotRegular) hold.
+func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
+
+// Kind says what the file is, e.g. "a named pipe (FIFO)".
+func (e *NotRegularError) Kind() string { return describe(e.Mode) }
+
 // regular refuses every file type but a regular file, naming what it is instead.
 func regular(name string, st fs.FileInfo) error {
-	m := st.Mode()
-	if m.IsRegular() {
+	if st.Mode().IsRegular() {
 		return nil
 	}
-	return fmt.Errorf("%s is %s, %w: give the path of a file", name, describe(m), ErrNotRegular)
+	return &NotRegularError{Name: name, Mode: st.Mode()}
 }
 
 func describe(m fs.FileMode) string {
@@ -135,4 +150,10 @@ func describe(m fs.FileMode) string {
 		return "a symlink"
 	}
 	return "a special file (" + m.Type().String() + ")"
+}
+
+// OpenDirIn opens the directory name inside root (to sync it, say) without blocking should something else have
+// taken its place.
+func OpenDirIn(root *os.Root, name string) (*os.File, error) {
+	return root.OpenFile(name, dirFlags, 0)
 }
