@@ -18,8 +18,16 @@ type BuiltinConfig struct {
 	FetchAllowPrivate bool
 	// FetchTimeout bounds one fetch; zero means 20s.
 	FetchTimeout time.Duration
-	// Shell is the allowlist of command names run_shell may start; empty disables run_shell.
+	// Shell is the allowlist of command names run_shell may start; empty disables run_shell. Names only: they
+	// are looked up in PATH without the workspace. A launcher (env, xargs, sh, python…: shell_policy.go) listed
+	// here is refused unless ShellLaunchers lists it too.
 	Shell []string
+	// ShellLaunchers are programs that run other programs, allowed on purpose: with them the model can run
+	// anything the user can. They may run with the options refused to other programs (find -exec, git -c).
+	ShellLaunchers []string
+	// ShellEnv names more environment variables commands inherit, beyond HOME, USER, LANG, LC_*, TERM, TMPDIR
+	// and TZ (and PATH without the workspace). visor's own VISOR_* variables are never passed.
+	ShellEnv []string
 	// ShellTimeout bounds one command; zero means 60s.
 	ShellTimeout time.Duration
 	// AllowProtected lists protected names (ProtectedNames: .git, .vscode, .envrc, …) that write_file may write
@@ -52,7 +60,7 @@ func Builtins(cfg BuiltinConfig) []Tool {
 	if cfg.AllowFetch {
 		out = append(out, fetchURLTool(cfg))
 	}
-	if len(cfg.Shell) > 0 {
+	if len(cfg.Shell) > 0 || len(cfg.ShellLaunchers) > 0 {
 		out = append(out, runShellTool(cfg))
 	}
 	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
@@ -110,5 +118,8 @@ func (c BuiltinConfig) Check() error {
 	if err := checkAllowProtected(c.AllowProtected); err != nil {
 		return err
 	}
-	return nil
+	if err := checkShellNames(c.Shell, c.ShellLaunchers); err != nil {
+		return err
+	}
+	return checkShellEnv(c.ShellEnv)
 }

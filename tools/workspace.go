@@ -83,7 +83,7 @@ func resolveExisting(p string) (string, error) {
 	}
 	// A dangling symlink must not be treated as a missing file: writing through it would follow it.
 	if _, lerr := os.Lstat(p); lerr == nil {
-		return "", fmt.Errorf("%s is a dangling symlink", filepath.Base(p))
+		return "", &danglingError{link: p}
 	}
 	parent := filepath.Dir(p)
 	if parent == p {
@@ -95,6 +95,11 @@ func resolveExisting(p string) (string, error) {
 	}
 	return filepath.Join(rp, filepath.Base(p)), nil
 }
+
+// danglingError names a symlink whose target does not exist.
+type danglingError struct{ link string }
+
+func (e *danglingError) Error() string { return filepath.Base(e.link) + " is a dangling symlink" }
 
 // openIn opens the workspace at root as an os.Root and maps the model's path p into it.
 func openIn(root, p string) (*os.Root, string, error) {
