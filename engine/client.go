@@ -19,10 +19,11 @@ import (
 // Client speaks the OpenAI-compatible chat API of llama-server or any remote endpoint (vLLM, SGLang, another
 // llama-server host). It is safe for concurrent use.
 type Client struct {
-	base string
-	oa   *openai.Client
-	http *http.Client
-	key  string
+	base  string
+	shown string // base with any credentials redacted, for errors
+	oa    *openai.Client
+	http  *http.Client
+	key   string
 }
 
 // NewClient returns a client for baseURL, the server's root (e.g. http://127.0.0.1:8080) or its /v1 URL.
@@ -36,11 +37,12 @@ func NewClient(baseURL, apiKey string) *Client {
 	// llama-server sends keep-alive blank lines while it prefills a long prompt; do not treat them as a broken
 	// stream.
 	cfg.EmptyMessagesLimit = 1 << 20
-	return &Client{base: root, oa: openai.NewClientWithConfig(cfg), http: hc, key: apiKey}
+	return &Client{base: root, shown: RedactURL(root), oa: openai.NewClientWithConfig(cfg), http: hc, key: apiKey}
 }
 
-// BaseURL returns the server root the client talks to.
-func (c *Client) BaseURL() string { return c.base }
+// BaseURL returns the server root the client talks to, with any credentials in it redacted (RedactURL): it is
+// for showing, and the client keeps the real one.
+func (c *Client) BaseURL() string { return c.shown }
 
 // Extra holds the llama.cpp request fields go-openai lacks. Nil pointers are left out of the request.
 type Extra struct {
@@ -100,7 +102,7 @@ func (c *Client) Chat(ctx context.Context, req Request) (Response, error) {
 	ctx = withExtra(ctx, req.Extra, &raw)
 	resp, err := c.oa.CreateChatCompletion(ctx, req.ChatCompletionRequest)
 	if err != nil {
-		return Response{}, fmt.Errorf("chat completion at %s: %w", c.base, err)
+		return Response{}, fmt.Errorf("chat completion at %s: %w", c.shown, redactErr(err))
 	}
 	return Response{ChatCompletionResponse: resp, Timings: timingsFrom(raw)}, nil
 }
@@ -114,7 +116,7 @@ type Chunk struct {
 // Stream is an open streaming response. Recv returns io.EOF after the server's [DONE].
 type Stream struct {
 	s    *openai.ChatCompletionStream
-	base string
+	base string // redacted
 	// done is set once a finish_reason arrived: go-openai reports io.EOF both for [DONE] and for a connection
 	// that just closed, and only the first is a complete answer.
 	done bool
@@ -126,9 +128,9 @@ func (c *Client) ChatStream(ctx context.Context, req Request) (*Stream, error) {
 	ctx = withExtra(ctx, req.Extra, nil)
 	s, err := c.oa.CreateChatCompletionStream(ctx, req.ChatCompletionRequest)
 	if err != nil {
-		return nil, fmt.Errorf("chat stream at %s: %w", c.base, err)
+		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, redactErr(err))
 	}
-	return &Stream{s: s, base: c.base}, nil
+	return &Stream{s: s, base: c.shown}, nil
 }
 
 // ErrStreamBroken reports a stream that ended before the server said it was done (server crash, dropped
@@ -143,9 +145,9 @@ func (s *Stream) Recv() (Chunk, error) {
 			return Chunk{}, io.EOF
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Chunk{}, fmt.Errorf("%w (%s): %w", ErrStreamBroken, s.base, err)
+			return Chunk{}, fmt.Errorf("%w (%s): %w", ErrStreamBroken, s.base, redactErr(err))
 		}
-		return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, err)
+		return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, redactErr(err))
 	}
 	var ch Chunk
 	if err := json.Unmarshal(line, &ch.ChatCompletionStreamResponse); err != nil {
@@ -260,25 +262,25 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("GET %s: %w", path, redactErr(err))
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s%s: %w", c.base, path, err)
+		return fmt.Errorf("GET %s%s: %w", c.shown, path, redactErr(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s%s: %w", c.base, path, err)
+		return fmt.Errorf("GET %s%s: %w", c.shown, path, redactErr(err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &HTTPError{URL: c.base + path, Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+		return &HTTPError{URL: c.shown + path, Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s%s: decode: %w", c.base, path, err)
+		return fmt.Errorf("GET %s%s: decode: %w", c.shown, path, err)
 	}
 	return nil
 }

@@ -18,10 +18,22 @@ type BuiltinConfig struct {
 	FetchAllowPrivate bool
 	// FetchTimeout bounds one fetch; zero means 20s.
 	FetchTimeout time.Duration
-	// Shell is the allowlist of command names run_shell may start; empty disables run_shell.
+	// Shell is the allowlist of command names run_shell may start; empty disables run_shell. Names only: they
+	// are looked up in PATH without the workspace. A launcher (env, xargs, sh, python…: shell_policy.go) listed
+	// here is refused unless ShellLaunchers lists it too.
 	Shell []string
+	// ShellLaunchers are programs that run other programs, allowed on purpose: with them the model can run
+	// anything the user can. They may run with the options refused to other programs (find -exec, git -c).
+	ShellLaunchers []string
+	// ShellEnv names more environment variables commands inherit, beyond HOME, USER, LANG, LC_*, TERM, TMPDIR
+	// and TZ (and PATH without the workspace). visor's own VISOR_* variables are never passed.
+	ShellEnv []string
 	// ShellTimeout bounds one command; zero means 60s.
 	ShellTimeout time.Duration
+	// AllowProtected lists protected names (ProtectedNames: .git, .vscode, .envrc, …) that write_file may write
+	// and run_shell may name anyway; "*" allows them all. Off by default: a file there can run a program at the
+	// user's next `git status`, commit, or shell.
+	AllowProtected []string
 }
 
 // Names of the built-in tools.
@@ -40,7 +52,7 @@ const (
 func Builtins(cfg BuiltinConfig) []Tool {
 	out := []Tool{
 		readFileTool(cfg.Root),
-		writeFileTool(cfg.Root),
+		writeFileTool(cfg.Root, cfg.AllowProtected),
 		listDirTool(cfg.Root),
 		searchFilesTool(cfg.Root),
 		viewImageTool(cfg.Root),
@@ -48,7 +60,7 @@ func Builtins(cfg BuiltinConfig) []Tool {
 	if cfg.AllowFetch {
 		out = append(out, fetchURLTool(cfg))
 	}
-	if len(cfg.Shell) > 0 {
+	if len(cfg.Shell) > 0 || len(cfg.ShellLaunchers) > 0 {
 		out = append(out, runShellTool(cfg))
 	}
 	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
@@ -98,4 +110,16 @@ func describe(md string) string {
 		paras[i] = strings.Join(strings.Fields(p), " ")
 	}
 	return strings.Join(paras, "\n\n")
+}
+
+// Check validates cfg's settings the user gave, with errors naming the value and the fix. Builtins does not
+// call it (it cannot fail); front ends call it before, so a bad setting fails at start, not at the first call.
+func (c BuiltinConfig) Check() error {
+	if err := checkAllowProtected(c.AllowProtected); err != nil {
+		return err
+	}
+	if err := checkShellNames(c.Shell, c.ShellLaunchers); err != nil {
+		return err
+	}
+	return checkShellEnv(c.ShellEnv)
 }

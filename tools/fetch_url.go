@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -168,17 +169,69 @@ func htmlToText(s string) string {
 	return s
 }
 
-// cgnat and thisNet are ranges Go's IP predicates do not cover: carrier-grade NAT (100.64.0.0/10, often a cloud
-// provider's internal network) and "this network" (0.0.0.0/8, which Linux routes to the local host).
+// blocked4 are the IPv4 ranges a fetch must not reach beyond what net.IP's predicates cover: "this network"
+// (0.0.0.0/8, which Linux routes to the local host), carrier-grade NAT (100.64.0.0/10, often a cloud provider's
+// internal network), IETF protocol assignments, the documentation and benchmarking nets, and the reserved
+// 240.0.0.0/4 with the broadcast address.
+var blocked4 = prefixes("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15",
+	"198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4")
+
+// blocked6 are IPv6 ranges refused whole: IPv4-compatible addresses (::a.b.c.d, deprecated, and routed to the
+// IPv4 address by some stacks), local-use NAT64 (64:ff9b:1::/48, a site's own translator), discard-only,
+// documentation, benchmarking, ORCHID and the deprecated site-local fec0::/10.
+var blocked6 = prefixes("::/96", "64:ff9b:1::/48", "100::/64", "2001:db8::/32", "2001:2::/48", "2001:10::/28",
+	"2001:20::/28", "fec0::/10")
+
 var (
-	cgnat   = net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
-	thisNet = net.IPNet{IP: net.IPv4(0, 0, 0, 0), Mask: net.CIDRMask(8, 32)}
+	nat64  = netip.MustParsePrefix("64:ff9b::/96") // well-known NAT64: the IPv4 address is the last 4 bytes
+	sixTo4 = netip.MustParsePrefix("2002::/16")    // 6to4: the IPv4 address is bytes 2-5
+	teredo = netip.MustParsePrefix("2001::/32")    // Teredo: server at bytes 4-7, client inverted in 12-15
 )
 
+func prefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
 // blockedIP reports addresses a fetch must not reach unless private fetches are allowed: anything that is not a
-// public unicast address, so a page the model read cannot steer it at llama-server or a metadata endpoint.
+// public unicast address, so a page the model read cannot steer it at llama-server or a metadata endpoint. An
+// IPv6 address that carries an IPv4 one (IPv4-mapped, NAT64, 6to4, Teredo) is judged by the IPv4 address too,
+// since the network delivers it there.
 func blockedIP(ip net.IP) bool {
-	return ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || cgnat.Contains(ip) ||
-		thisNet.Contains(ip)
+	a, ok := netip.AddrFromSlice(ip)
+	return !ok || blockedAddr(a)
+}
+
+func blockedAddr(a netip.Addr) bool {
+	a = a.Unmap() // ::ffff:a.b.c.d is a.b.c.d
+	if !a.IsGlobalUnicast() || a.IsPrivate() {
+		return true // loopback, unspecified, link-local, multicast, 10/8, fc00::/7 and the like
+	}
+	if a.Is4() {
+		for _, p := range blocked4 {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return a == netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	}
+	for _, p := range blocked6 {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return blockedAddr(netip.AddrFrom4([4]byte(b[12:16])))
+	case sixTo4.Contains(a):
+		return blockedAddr(netip.AddrFrom4([4]byte(b[2:6])))
+	case teredo.Contains(a):
+		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
+		return blockedAddr(netip.AddrFrom4([4]byte(b[4:8]))) || blockedAddr(netip.AddrFrom4(client))
+	}
+	return false
 }

@@ -86,6 +86,16 @@ func TestFetchURLRefusesPrivateByDefault(t *testing.T) {
 	mustFail(t, call(t, r, FetchURLName, map[string]any{"url": localhost + "/data.json"}), "refused")
 }
 
+// Addresses that embed a loopback IPv4 address must be refused before connect, whatever form carries it.
+func TestFetchURLRefusesEmbeddedIPv4(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, BuiltinConfig{AllowFetch: true, FetchTimeout: 2 * time.Second})
+	for _, host := range []string{"[64:ff9b::7f00:1]", "[2002:7f00:1::1]", "[::127.0.0.1]", "[::ffff:127.0.0.1]",
+		"[2001:0:7f00:1::f7f7:fbfb]", "[64:ff9b::a9fe:a9fe]"} {
+		mustFail(t, call(t, r, FetchURLName, map[string]any{"url": "http://" + host + ":9/"}), "refused", errPrivateAddr.Error())
+	}
+}
+
 func TestBlockedIP(t *testing.T) {
 	t.Parallel()
 	for addr, want := range map[string]bool{
@@ -93,6 +103,20 @@ func TestBlockedIP(t *testing.T) {
 		"169.254.169.254": true, "100.64.0.1": true, "100.127.255.254": true, "0.0.0.0": true, "0.1.2.3": true,
 		"fe80::1": true, "fd00::1": true, "224.0.0.1": true, "::ffff:10.0.0.1": true,
 		"100.63.255.255": false, "100.128.0.1": false, "8.8.8.8": false, "2001:4860:4860::8888": false,
+		// IPv4-mapped: judged by the IPv4 address.
+		"::ffff:127.0.0.1": true, "::ffff:169.254.169.254": true, "::ffff:8.8.8.8": false,
+		// IPv4-compatible (deprecated): refused whole.
+		"::127.0.0.1": true, "::10.0.0.1": true, "::8.8.8.8": true,
+		// NAT64, well-known prefix: judged by the embedded address; the local-use prefix is refused whole.
+		"64:ff9b::127.0.0.1": true, "64:ff9b::a9fe:a9fe": true, "64:ff9b::10.1.2.3": true, "64:ff9b::8.8.8.8": false,
+		"64:ff9b:1::8.8.8.8": true,
+		// 6to4: the IPv4 address is bytes 2-5.
+		"2002:7f00:0001::1": true, "2002:a9fe:a9fe::1": true, "2002:c0a8:0101::": true, "2002:0808:0808::1": false,
+		// Teredo: server in bytes 4-7, client inverted in 12-15 (here 10.0.0.1, then 8.8.4.4, both with a public server).
+		"2001:0:0808:0808:0:0:f5ff:fffe": true, "2001:0:0808:0808:0:0:f7f7:fbfb": false, "2001:0:7f00:1::f7f7:fbfb": true,
+		// Other reserved ranges.
+		"198.18.0.1": true, "192.0.2.1": true, "240.0.0.1": true, "255.255.255.255": true, "2001:db8::1": true,
+		"fec0::1": true, "100::1": true,
 	} {
 		if got := blockedIP(net.ParseIP(addr)); got != want {
 			t.Errorf("blockedIP(%s) = %v, want %v", addr, got, want)

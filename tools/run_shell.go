@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -27,22 +28,45 @@ type runShellIn struct {
 	Dir     string `json:"dir,omitempty" jsonschema:"default=." jsonschema_description:"Working directory, relative to the workspace root."`
 }
 
+// shellConfig is what one run_shell call needs from BuiltinConfig.
+type shellConfig struct {
+	root           string
+	listed         []string // Shell as the user gave it
+	allow          []string // every name that may run: Shell (launchers only if also in ShellLaunchers) and ShellLaunchers
+	launchers      []string
+	allowProtected []string
+	env            []string
+	timeout        time.Duration
+}
+
 func runShellTool(cfg BuiltinConfig) Tool {
-	allow := slices.Clone(cfg.Shell)
-	slices.Sort(allow)
-	timeout := cfg.ShellTimeout
-	if timeout <= 0 {
-		timeout = shellDefaultTimeout
+	sc := shellConfig{root: cfg.Root, allowProtected: cfg.AllowProtected, env: cfg.ShellEnv, timeout: cfg.ShellTimeout}
+	for _, n := range cfg.ShellLaunchers {
+		sc.launchers = append(sc.launchers, strings.TrimSpace(n))
 	}
-	desc := fmt.Sprintf(describe(runShellDescription), strings.Join(allow, ", "))
+	for _, n := range cfg.Shell {
+		sc.listed = append(sc.listed, strings.TrimSpace(n))
+	}
+	for _, n := range append(slices.Clone(sc.listed), sc.launchers...) {
+		if _, launcher := launchers[n]; n != "" && (!launcher || slices.Contains(sc.launchers, n)) {
+			sc.allow = append(sc.allow, n)
+		}
+	}
+	slices.Sort(sc.allow)
+	sc.allow = slices.Compact(sc.allow)
+	if sc.timeout <= 0 {
+		sc.timeout = shellDefaultTimeout
+	}
+	desc := fmt.Sprintf(describe(runShellDescription), strings.Join(sc.allow, ", "))
 	// The Registry's timeout is a backstop only: the tool's own deadline fires first and still returns the
 	// output captured so far.
 	return New(RunShellName, desc, func(ctx context.Context, in runShellIn) (string, error) {
-		return runShell(ctx, cfg.Root, allow, timeout, in)
-	}, WithTimeout(timeout+10*time.Second))
+		return runShell(ctx, sc, in)
+	}, WithTimeout(sc.timeout+10*time.Second))
 }
 
-func runShell(ctx context.Context, root string, allow []string, timeout time.Duration, in runShellIn) (string, error) {
+func runShell(ctx context.Context, sc shellConfig, in runShellIn) (string, error) {
+	timeout := sc.timeout
 	argv, err := splitCommand(in.Command)
 	if err != nil {
 		return "", err
@@ -51,10 +75,18 @@ func runShell(ctx context.Context, root string, allow []string, timeout time.Dur
 		return "", errors.New("command is empty")
 	}
 	// A name with a slash could point at any binary; only bare names looked up in PATH are allowlisted.
-	if strings.ContainsRune(argv[0], '/') || !slices.Contains(allow, argv[0]) {
-		return "", fmt.Errorf("command %q is not allowed; allowed commands: %s", argv[0], strings.Join(allow, ", "))
+	if strings.ContainsRune(argv[0], '/') || !slices.Contains(sc.allow, argv[0]) {
+		if _, launcher := launchers[argv[0]]; launcher && slices.Contains(sc.listed, argv[0]) {
+			if err := checkProgram(argv, sc.launchers); err != nil {
+				return "", err
+			}
+		}
+		return "", fmt.Errorf("command %q is not allowed; allowed commands: %s", argv[0], strings.Join(sc.allow, ", "))
 	}
-	w, err := newWorkspace(root)
+	if err := checkProgram(argv, sc.launchers); err != nil {
+		return "", err
+	}
+	w, err := newWorkspace(sc.root)
 	if err != nil {
 		return "", err
 	}
@@ -62,7 +94,15 @@ func runShell(ctx context.Context, root string, allow []string, timeout time.Dur
 	if err != nil {
 		return "", err
 	}
-	bin, err := exec.LookPath(argv[0])
+	if name, why, ok := protectedIn(rel, sc.allowProtected); ok {
+		return "", fmt.Errorf("dir %q is inside %s (%s), which is protected: run commands elsewhere", in.Dir, name, why)
+	}
+	dir := filepath.Join(w.root, filepath.FromSlash(rel))
+	if err := w.checkArgs(dir, argv[1:], sc.allowProtected); err != nil {
+		return "", err
+	}
+	path := cleanPATH(os.Getenv("PATH"), w)
+	bin, err := lookPath(argv[0], path, w)
 	if err != nil {
 		return "", fmt.Errorf("command %q is allowed but not installed: %w", argv[0], err)
 	}
@@ -70,7 +110,8 @@ func runShell(ctx context.Context, root string, allow []string, timeout time.Dur
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, bin, argv[1:]...)
-	cmd.Dir = filepath.Join(w.root, filepath.FromSlash(rel))
+	cmd.Dir = dir
+	cmd.Env = shellEnv(os.Environ(), sc.env, path, dir)
 	var stdout, stderr cappedBuffer
 	stdout.max, stderr.max = shellMaxStream, shellMaxStream
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

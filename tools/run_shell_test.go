@@ -16,7 +16,7 @@ func TestRunShell(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	writeFiles(t, root, map[string]string{"sub/f.txt": "x"})
-	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"sh", "echo", "pwd"}})
+	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"echo", "pwd"}, ShellLaunchers: []string{"sh"}})
 
 	res := mustOK(t, call(t, r, RunShellName, map[string]any{"command": `sh -c 'echo out; echo "err" >&2; exit 3'`}))
 	if !strings.HasPrefix(res.Text, "Exit code: 3 (") || !strings.Contains(res.Text, "--- stdout ---\nout\n--- stderr ---\nerr\n") {
@@ -44,7 +44,7 @@ func TestRunShell(t *testing.T) {
 
 func TestRunShellCapsOutput(t *testing.T) {
 	t.Parallel()
-	r := builtinRegistry(t, BuiltinConfig{Root: t.TempDir(), Shell: []string{"sh"}})
+	r := builtinRegistry(t, BuiltinConfig{Root: t.TempDir(), ShellLaunchers: []string{"sh"}})
 	res := mustOK(t, call(t, r, RunShellName, map[string]any{"command": `sh -c 'head -c 100000 /dev/zero | tr "\0" x; echo tail >&2'`}))
 	if !strings.Contains(res.Text, "[output truncated: 24576 of 100000 bytes shown]") || !strings.Contains(res.Text, "--- stderr ---\ntail\n") {
 		t.Errorf("got %q", res.Text[len(res.Text)-200:])
@@ -56,7 +56,7 @@ func TestRunShellCapsOutput(t *testing.T) {
 func TestRunShellTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"sh"}, ShellTimeout: 300 * time.Millisecond})
+	r := builtinRegistry(t, BuiltinConfig{Root: root, ShellLaunchers: []string{"sh"}, ShellTimeout: 300 * time.Millisecond})
 	res := call(t, r, RunShellName, map[string]any{"command": `sh -c 'sleep 60 & echo $! > pid; echo started; wait'`})
 	mustFail(t, res, "killed after timeout of 300ms", "started")
 	b, err := os.ReadFile(filepath.Join(root, "pid"))

@@ -6,9 +6,12 @@ import (
 	_ "embed"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 //go:embed search_files.md
@@ -94,7 +97,7 @@ func searchFiles(ctx context.Context, root string, in searchFilesIn) (Result, er
 			skipped++
 			return nil
 		}
-		n, ok, cut := searchFile(fsys, p, re, maxResults-found, &b)
+		n, ok, cut := searchFile(r, p, re, maxResults-found, &b)
 		if !ok {
 			skipped++
 			return nil
@@ -127,14 +130,18 @@ func searchFiles(ctx context.Context, root string, in searchFilesIn) (Result, er
 	return res, nil
 }
 
-// searchFile appends up to limit matching lines of one file to b. ok is false for binary or unreadable files; cut
-// is true when the file could not be read to its end (a read error, or a line longer than the scanner allows).
-func searchFile(fsys fs.FS, name string, re *regexp.Regexp, limit int, b *strings.Builder) (n int, ok, cut bool) {
-	f, err := fsys.Open(name)
+// searchFile appends up to limit matching lines of one file to b. ok is false for binary or unreadable files, and
+// for those read_file refuses (not regular, or hard-linked); cut is true when the file could not be read to its
+// end (a read error, or a line longer than the scanner allows).
+func searchFile(r *os.Root, name string, re *regexp.Regexp, limit int, b *strings.Builder) (n int, ok, cut bool) {
+	f, st, err := safefile.OpenIn(r, name)
 	if err != nil {
 		return 0, false, false
 	}
 	defer f.Close()
+	if safefile.Links(st) > 1 {
+		return 0, false, false
+	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	head, _ := br.Peek(sniffLen)
 	if isBinary(head) {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // workspace confines the file tools to one directory tree. Paths from the model are checked twice: here,
@@ -81,7 +83,7 @@ func resolveExisting(p string) (string, error) {
 	}
 	// A dangling symlink must not be treated as a missing file: writing through it would follow it.
 	if _, lerr := os.Lstat(p); lerr == nil {
-		return "", fmt.Errorf("%s is a dangling symlink", filepath.Base(p))
+		return "", &danglingError{link: p}
 	}
 	parent := filepath.Dir(p)
 	if parent == p {
@@ -93,6 +95,11 @@ func resolveExisting(p string) (string, error) {
 	}
 	return filepath.Join(rp, filepath.Base(p)), nil
 }
+
+// danglingError names a symlink whose target does not exist.
+type danglingError struct{ link string }
+
+func (e *danglingError) Error() string { return filepath.Base(e.link) + " is a dangling symlink" }
 
 // openIn opens the workspace at root as an os.Root and maps the model's path p into it.
 func openIn(root, p string) (*os.Root, string, error) {
@@ -111,9 +118,11 @@ func openIn(root, p string) (*os.Root, string, error) {
 	return r, rel, nil
 }
 
-// openRegular opens the regular file p of the workspace root. Anything else is refused before open: opening a
-// FIFO would block the tool's goroutine forever, beyond the reach of its timeout. The file stays open after the
-// workspace's os.Root is closed.
+// openRegular opens the regular file p of the workspace root. Anything else is refused before it is opened, and
+// the open cannot block (internal/safefile): a FIFO would hold the tool's goroutine forever, beyond the reach of
+// its timeout. A file with more than one hard link is refused too: os.Root confines names, not inodes, and
+// another link may lie outside the workspace (a hard link to ~/.ssh/id_ed25519 reads the key). The file stays
+// open after the workspace's os.Root is closed.
 func openRegular(root, p string) (*os.File, fs.FileInfo, error) {
 	r, rel, err := openIn(root, p)
 	if err != nil {
@@ -121,19 +130,21 @@ func openRegular(root, p string) (*os.File, fs.FileInfo, error) {
 	}
 	defer r.Close()
 	shown := p
-	st, err := r.Stat(rel)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", shown, unwrapPathError(err))
-	}
-	if st.IsDir() {
+	if st, err := r.Stat(rel); err == nil && st.IsDir() {
 		return nil, nil, fmt.Errorf("%s is a directory; use list_dir", shown)
 	}
-	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s is not a regular file (%s)", shown, st.Mode().Type())
-	}
-	f, err := r.Open(rel)
+	f, st, err := safefile.OpenIn(r, rel)
 	if err != nil {
+		var nr *safefile.NotRegularError
+		if errors.As(err, &nr) {
+			return nil, nil, fmt.Errorf("%s is not a regular file (%s)", shown, nr.Kind())
+		}
 		return nil, nil, fmt.Errorf("%s: %w", shown, unwrapPathError(err))
+	}
+	if n := safefile.Links(st); n > 1 {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("%s has %d hard links; visor reads only files with one link, since another "+
+			"link may lie outside the workspace", shown, n)
 	}
 	return f, st, nil
 }

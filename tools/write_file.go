@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 //go:embed write_file.md
@@ -20,13 +22,13 @@ type writeFileIn struct {
 	Content string `json:"content" jsonschema_description:"The complete new content of the file."`
 }
 
-func writeFileTool(root string) Tool {
+func writeFileTool(root string, allowProtected []string) Tool {
 	return New(WriteFileName, describe(writeFileDescription), func(ctx context.Context, in writeFileIn) (string, error) {
-		return writeFile(root, in)
+		return writeFile(root, allowProtected, in)
 	})
 }
 
-func writeFile(root string, in writeFileIn) (string, error) {
+func writeFile(root string, allowProtected []string, in writeFileIn) (string, error) {
 	r, rel, err := openIn(root, in.Path)
 	if err != nil {
 		return "", err
@@ -35,11 +37,20 @@ func writeFile(root string, in writeFileIn) (string, error) {
 	if rel == "." {
 		return "", errors.New("path names the workspace root; give a file name")
 	}
+	if err := refuseProtected(in.Path, rel, allowProtected); err != nil {
+		return "", err
+	}
 	perm := fs.FileMode(0o644)
 	verb := "created"
 	if st, err := r.Stat(rel); err == nil {
 		if st.IsDir() {
 			return "", fmt.Errorf("%s is a directory", in.Path)
+		}
+		// A FIFO or a device in the workspace is someone's plumbing, not a file to replace. (A hard-linked file
+		// is fine: the rename below gives the name a new inode and leaves the other links as they were.)
+		if !st.Mode().IsRegular() {
+			return "", fmt.Errorf("%s is not a regular file (%s); write_file replaces only regular files",
+				in.Path, (&safefile.NotRegularError{Mode: st.Mode()}).Kind())
 		}
 		perm, verb = st.Mode().Perm(), "replaced"
 	}
@@ -80,7 +91,7 @@ func atomicWrite(r *os.Root, name string, data []byte, perm fs.FileMode) error {
 	}
 	// The rename itself lives in the directory; syncing it makes the new name survive a power cut. Best effort:
 	// the write already succeeded and some filesystems refuse to sync directories.
-	if d, err := r.Open(path.Dir(name)); err == nil {
+	if d, err := safefile.OpenDirIn(r, path.Dir(name)); err == nil {
 		_ = d.Sync()
 		_ = d.Close()
 	}

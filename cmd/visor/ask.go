@@ -431,7 +431,7 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 // openSession continues a stored session or creates one titled after the question.
 func openSession(ctx context.Context, store *memory.Store, id, question, agentName string, ef engineFlags) (memory.Session, []agent.Message, error) {
 	if id == "" {
-		model := ef.endpoint
+		model := engine.RedactURL(ef.endpoint) // sessions are stored and shown: no credentials in them
 		if ef.model != "" {
 			model = filepath.Base(ef.model)
 		}

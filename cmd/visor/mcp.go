@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/visorhq/visor/agent/mcpserver"
+	"github.com/visorhq/visor/engine"
 )
 
 const mcpUsage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
@@ -79,5 +80,5 @@ func modelLabel(ef engineFlags) string {
 	if ef.model != "" {
 		return filepath.Base(ef.model)
 	}
-	return ef.endpoint
+	return engine.RedactURL(ef.endpoint)
 }

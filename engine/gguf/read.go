@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // Magic is the first four bytes of every GGUF file.
@@ -96,17 +97,14 @@ func (a Array) Len() int {
 }
 
 // Open parses the header of the GGUF file at path. Only the header is read (through a buffer), so multi-GB models
-// open in milliseconds; tensors are checked to lie inside the file.
+// open in milliseconds; tensors are checked to lie inside the file. Only a regular file is opened: a FIFO or a
+// device is refused (safefile.ErrNotRegular) instead of blocking or reading without end.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, st, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
 	return ReadAt(f, st.Size(), path)
 }
 

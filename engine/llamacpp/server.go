@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // Config is what to run. Zero values leave llama-server's own defaults in place.
@@ -155,12 +156,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Checked here because llama-server's own message for a missing file is buried in its log.
+	// Checked here because llama-server's own message for a missing file is buried in its log, and because a
+	// FIFO or a device given as the model would block llama-server's open (and visor waiting on it) for good.
 	for _, f := range []struct{ what, path string }{{"model", model}, {"mmproj", mmproj}} {
 		if f.path == "" {
 			continue
 		}
-		if _, err := os.Stat(f.path); err != nil {
+		if _, err := safefile.Check(f.path); err != nil {
 			return nil, fmt.Errorf("llamacpp: %s file: %w", f.what, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/visorhq/visor/internal/redact"
 	"github.com/visorhq/visor/tools"
 )
 
@@ -139,7 +140,7 @@ func (cfg ServerConfig) check() error {
 		return fmt.Errorf("MCP server %s: set exactly one of Command (stdio), URL (streamable HTTP) or Transport", cfg.Name)
 	}
 	if cfg.URL != "" && !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
-		return fmt.Errorf("MCP server %s: URL %q is not http(s): give the server's streamable HTTP endpoint", cfg.Name, cfg.URL)
+		return fmt.Errorf("MCP server %s: URL %q is not http(s): give the server's streamable HTTP endpoint", cfg.Name, redact.URL(cfg.URL))
 	}
 	return nil
 }
@@ -291,11 +292,11 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	})
 	sess, err := client.Connect(ctx, t, nil)
 	if err != nil {
-		what := c.cfg.URL
+		what := redact.URL(c.cfg.URL)
 		if c.cfg.Command != "" {
 			what = strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " ")
 		}
-		return nil, fmt.Errorf("MCP server %s: connect to %s: %w%s (check the command or URL)", c.cfg.Name, what, err,
+		return nil, fmt.Errorf("MCP server %s: connect to %s: %w%s (check the command or URL)", c.cfg.Name, what, redact.Error(err),
 			cn.stderr.note())
 	}
 	cn.sess = sess

@@ -1,8 +1,11 @@
 package mcp_test
 
 import (
+	"context"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/visorhq/visor/tools/mcp"
 )
@@ -29,5 +32,16 @@ func TestParseServer(t *testing.T) {
 		if got, err := mcp.ParseServer(bad); err == nil {
 			t.Errorf("ParseServer(%q) = %+v, want an error", bad, got)
 		}
+	}
+}
+
+// The URL of an MCP server may carry credentials; a failed connect must not print them.
+func TestConnectErrorRedactsCredentials(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := mcp.Connect(ctx, mcp.ServerConfig{Name: "x", URL: "http://alice:s3cret@127.0.0.1:1/mcp"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "alice") {
+		t.Fatalf("connect error: %v", err)
 	}
 }
