@@ -35,14 +35,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/visorhq/visor/images"
 )
 
-// MaxImageBytes is the largest image (decoded file bytes) a visor front end accepts.
-const MaxImageBytes = 20 << 20
-
-// MaxBodyBytes bounds one HTTP request body and one MCP stdio frame: a MaxImageBytes image in base64 is
-// 4/3 as large (26.7 MiB), and the remaining 5.3 MiB leaves room for the prompt and the JSON around it. Several
-// images in one request share this bound.
+// MaxBodyBytes bounds one HTTP request body and one MCP stdio frame: an image of the documented limit
+// (images.DefaultMaxBytes, 20 MiB) is 4/3 as large in base64 (26.7 MiB), and the remaining 5.3 MiB leave room for
+// the prompt and the JSON around it. Several images in one request share this bound.
 const MaxBodyBytes = 32 << 20
 
 // TokenHeader carries the page token on state-changing requests.
@@ -186,7 +185,7 @@ func (g *Guard) check(r *http.Request) (int, string) {
 	if r.ContentLength > g.cfg.MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is %d bytes, more than the %d (%d MiB) "+
 			"the %s accepts: send images of at most %d MiB, fewer per request", r.ContentLength, g.cfg.MaxBodyBytes,
-			g.cfg.MaxBodyBytes>>20, g.cfg.Name, MaxImageBytes>>20)
+			g.cfg.MaxBodyBytes>>20, g.cfg.Name, images.DefaultMaxBytes>>20)
 	}
 	if g.cfg.PageToken && !g.verify(r.Header.Get(TokenHeader)) {
 		return http.StatusForbidden, fmt.Sprintf("missing or invalid page token: reload the page (its script "+

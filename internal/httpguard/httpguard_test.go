@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
 )
 
@@ -112,8 +113,8 @@ func TestBodyLimit(t *testing.T) {
 	if status != 413 || !strings.Contains(body, "too large") {
 		t.Errorf("chunked oversized body: %d %s", status, body)
 	}
-	if httpguard.MaxBodyBytes < (httpguard.MaxImageBytes+2)/3*4 {
-		t.Errorf("MaxBodyBytes %d cannot carry a %d-byte image in base64", httpguard.MaxBodyBytes, httpguard.MaxImageBytes)
+	if httpguard.MaxBodyBytes < (images.DefaultMaxBytes+2)/3*4+64<<10 {
+		t.Errorf("MaxBodyBytes %d cannot carry a %d-byte image in base64", httpguard.MaxBodyBytes, images.DefaultMaxBytes)
 	}
 }
 
