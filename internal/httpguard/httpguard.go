@@ -108,22 +108,28 @@ func New(cfg Config) (*Guard, error) {
 	return g, nil
 }
 
-// CheckAddr reports whether the server may listen on addr (host:port): a loopback address always, any other
-// only with an API key, since without one anybody who can reach the address could drive the agent.
+// CheckAddr reports whether the server may listen on addr (host:port): see CheckListen.
 func (g *Guard) CheckAddr(addr string) error {
+	return CheckListen(g.cfg.Name, addr, g.cfg.APIKey, g.cfg.KeyHint)
+}
+
+// CheckListen reports whether the server called name may listen on addr (host:port): a loopback address
+// always, any other only with an API key, since without one anybody who can reach the address could drive the
+// agent. hint tells the user how to set the key ("export VISOR_SERVE_KEY=KEY"). Commands call it before they
+// load a model, so a bad address fails at once.
+func CheckListen(name, addr, apiKey, hint string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%s address %q: %w (want HOST:PORT, such as 127.0.0.1:8765)", g.cfg.Name, addr, err)
+		return fmt.Errorf("%s address %q: %w (want HOST:PORT, such as 127.0.0.1:8765)", name, addr, err)
 	}
-	if IsLoopback(host) || g.cfg.APIKey != "" {
+	if IsLoopback(host) || apiKey != "" {
 		return nil
 	}
-	hint := g.cfg.KeyHint
 	if hint == "" {
 		hint = "set an API key"
 	}
 	return fmt.Errorf("%s address %q: %w: anyone who can reach it could run the agent's tools on this machine; "+
-		"%s (clients then send Authorization: Bearer KEY), or listen on 127.0.0.1:PORT", g.cfg.Name, addr, ErrNoKey, hint)
+		"%s (clients then send Authorization: Bearer KEY), or listen on 127.0.0.1:PORT", name, addr, ErrNoKey, hint)
 }
 
 // IsLoopback reports whether host (a name or IP literal, without port; brackets allowed) is loopback.
