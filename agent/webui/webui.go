@@ -136,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	guard, err := httpguard.New(httpguard.Config{Name: "web chat", APIKey: cfg.APIKey, KeyHint: cfg.KeyHint,
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, PageToken: true,
-		BodyTypes: []string{"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"},
+		BodyTypes:    []string{"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"},
 		MaxBodyBytes: int64(max(cfg.MaxImageBytes, 1<<20))})
 	if err != nil {
 		return nil, fmt.Errorf("webui: %w", err)
