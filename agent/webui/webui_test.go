@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,9 +41,36 @@ type sseEvent struct {
 	data map[string]any
 }
 
-func post(t *testing.T, url, ctype string, body []byte) *http.Response {
+// pageToken loads the chat page at base as a browser would and returns the token its script sends back.
+func pageToken(t *testing.T, base string) string {
 	t.Helper()
-	resp, err := http.Post(url, ctype, bytes.NewReader(body))
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`<meta name="visor-token" content="([^"]+)">`).FindSubmatch(b)
+	if resp.StatusCode != 200 || m == nil {
+		t.Fatalf("page: %d, no token in %.200q", resp.StatusCode, b)
+	}
+	return string(m[1])
+}
+
+// post sends what the page's script sends: the body with its type and the page's token.
+func post(t *testing.T, url, token, ctype string, body []byte) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if token != "" {
+		req.Header.Set("X-Visor-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +129,8 @@ func TestChatWithScreenshot(t *testing.T) {
 		t.Fatal("index page does not talk to the API")
 	}
 
-	resp := post(t, hs.URL+"/api/sessions", "", nil)
+	tok := pageToken(t, hs.URL)
+	resp := post(t, hs.URL+"/api/sessions", tok, "", nil)
 	var created struct{ Session string }
 	_ = json.NewDecoder(resp.Body).Decode(&created)
 	resp.Body.Close()
@@ -111,14 +140,14 @@ func TestChatWithScreenshot(t *testing.T) {
 	base := hs.URL + "/api/sessions/" + created.Session
 
 	shot := screenshot(t)
-	resp = post(t, base+"/attach", "image/png", shot)
+	resp = post(t, base+"/attach", tok, "image/png", shot)
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("attach: %d %s", resp.StatusCode, b)
 	}
 	resp.Body.Close()
 
-	resp = post(t, base+"/send", "application/json", []byte(`{"text":"What is on screen?"}`))
+	resp = post(t, base+"/send", tok, "application/json", []byte(`{"text":"What is on screen?"}`))
 	evs := readEvents(t, resp.Body)
 	resp.Body.Close()
 	var answer strings.Builder
@@ -153,23 +182,24 @@ func TestBadRequestsSayWhatToDo(t *testing.T) {
 	}
 	hs := httptest.NewServer(ui)
 	defer hs.Close()
-	resp := post(t, hs.URL+"/api/sessions", "", nil)
+	tok := pageToken(t, hs.URL)
+	resp := post(t, hs.URL+"/api/sessions", tok, "", nil)
 	var created struct{ Session string }
 	_ = json.NewDecoder(resp.Body).Decode(&created)
 	resp.Body.Close()
 	base := hs.URL + "/api/sessions/" + created.Session
 	cases := []struct {
-		url, body string
-		status    int
-		want      string
+		url, ctype, body string
+		status           int
+		want             string
 	}{
-		{base + "/attach", "just text", http.StatusUnsupportedMediaType, "not a PNG"},
-		{base + "/attach", "", http.StatusBadRequest, "empty attachment"},
-		{base + "/send", `{"text": "  "}`, http.StatusBadRequest, "as JSON"},
-		{hs.URL + "/api/sessions/nope/send", `{"text":"hi"}`, http.StatusNotFound, "POST /api/sessions"},
+		{base + "/attach", "image/png", "just text", http.StatusUnsupportedMediaType, "not a PNG"},
+		{base + "/attach", "image/png", "", http.StatusBadRequest, "empty attachment"},
+		{base + "/send", "application/json", `{"text": "  "}`, http.StatusBadRequest, "as JSON"},
+		{hs.URL + "/api/sessions/nope/send", "application/json", `{"text":"hi"}`, http.StatusNotFound, "POST /api/sessions"},
 	}
 	for _, c := range cases {
-		resp := post(t, c.url, "application/octet-stream", []byte(c.body))
+		resp := post(t, c.url, tok, c.ctype, []byte(c.body))
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != c.status || !strings.Contains(string(b), c.want) {

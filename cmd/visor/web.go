@@ -7,9 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 
 	"github.com/visorhq/visor/agent/webui"
+	"github.com/visorhq/visor/internal/httpguard"
 )
+
+// serveKeyEnv names the variable holding the API key that visor's HTTP servers require off loopback. It is
+// read from the environment, not a flag, so the key does not show in the process list.
+const serveKeyEnv = "VISOR_SERVE_KEY"
+
+const serveKeyHint = "export " + serveKeyEnv + "=KEY"
 
 // cmdWeb is `visor web`: the chat with screenshots in a browser, on a loopback address.
 func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
@@ -17,9 +25,13 @@ func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.SetOutput(stderr)
 	var t turn
 	t.register(fs)
-	addr := fs.String("addr", "127.0.0.1:8765", "loopback address to serve the chat on")
+	addr := fs.String("addr", "127.0.0.1:8765", "address to serve the chat on: loopback, or any with "+serveKeyEnv+" set")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	key := os.Getenv(serveKeyEnv)
+	if err := httpguard.CheckListen("web chat", *addr, key, serveKeyHint); err != nil {
+		return fmt.Errorf("--addr: %w", err)
 	}
 	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
 	if err != nil {
@@ -30,7 +42,7 @@ func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if err != nil {
 		return err
 	}
-	cfg := webui.Config{Agent: a, Logger: logger}
+	cfg := webui.Config{Agent: a, Logger: logger, APIKey: key, KeyHint: serveKeyHint}
 	if rt.store != nil {
 		cfg.Store = rt.store // only a real store: a nil *memory.Store in the interface would look like one
 	}
