@@ -18,6 +18,7 @@ import (
 	_ "image/jpeg"
 	_ "image/png"
 	"io"
+	"net/http"
 
 	_ "golang.org/x/image/bmp"
 )
@@ -152,5 +153,5 @@ func sniff(data []byte) string {
 	case bytes.HasPrefix(data, []byte("%PDF")):
 		return "a PDF"
 	}
-	return "unknown format"
+	return "the bytes look like " + http.DetectContentType(data)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/images"
@@ -95,7 +96,19 @@ type Config struct {
 	// Prefill evaluates an attached image ahead of the question; default true (set NoPrefill to turn it off, for
 	// baselines).
 	NoPrefill bool
-	Logger    *slog.Logger
+	// MaxSessionImageBytes bounds the image bytes one in-memory conversation holds (history and attachments),
+	// since every image stays in it and is sent again with each turn; default 256 MiB.
+	MaxSessionImageBytes int64
+	// NewAgent builds a turn's agent for a ready engine; the default is agent.New with Agent's settings. It is a
+	// seam for front-end tests that are about their own requests, not the model.
+	NewAgent func(r conductor.Ready, p llamacpp.Props) (Agent, error)
+	Logger   *slog.Logger
+}
+
+// Agent is what a turn needs from the agent; *agent.Agent implements it.
+type Agent interface {
+	agent.Runner
+	Prefill(ctx context.Context, history []agent.Message, user agent.Message) (*engine.Timings, error)
 }
 
 // Sentinel errors of a turn, wrapped with the details.
@@ -108,6 +121,8 @@ var (
 	ErrEngineCrashed = errors.New("the engine crashed during the turn")
 	// ErrBusy: another turn of the same session is running.
 	ErrBusy = errors.New("the session is busy with another turn")
+	// ErrLimit: an attachment would pass a bound of the message or the conversation.
+	ErrLimit = errors.New("attachment limit reached")
 	// ErrNotFound: no such session.
 	ErrNotFound = errors.New("no such session")
 )
@@ -142,6 +157,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxPendingBytes <= 0 {
 		cfg.MaxPendingBytes = 64 << 20
+	}
+	if cfg.MaxSessionImageBytes <= 0 {
+		cfg.MaxSessionImageBytes = 256 << 20
 	}
 	if cfg.AgentName == "" {
 		cfg.AgentName = "visor"
@@ -309,7 +327,10 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	return r, p, nil
 }
 
-func (s *Service) build(r conductor.Ready, p llamacpp.Props) (*agent.Agent, error) {
+func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
+	if s.cfg.NewAgent != nil {
+		return s.cfg.NewAgent(r, p)
+	}
 	a := s.cfg.Agent
 	mode := agent.Native
 	if a.Raw || !p.ToolsInTemplate() {

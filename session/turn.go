@@ -81,62 +81,90 @@ func (s *Session) CheckImage(data []byte) (tools.Image, error) {
 }
 
 // Attach takes an image for the next message and has the engine evaluate it at once, in the background, so its
-// encode (and an engine's MTP↔vision swap) happens while the user is still typing.
+// encode (and an engine's MTP↔vision swap) happens while the user is still typing. At most one prefill per
+// session runs: images attached meanwhile are taken by one more prefill after it, so a burst of N attachments
+// costs two requests, not N. (Each request carries the images before the new ones, since a prompt is sent whole;
+// the server's cache keeps those from being encoded again.)
 func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) {
 	im, err := s.CheckImage(data)
 	if err != nil {
 		return im, err
 	}
+	cfg := s.svc.cfg
 	s.mu.Lock()
-	if len(s.pending)+1 > s.svc.cfg.MaxPendingImages {
-		s.mu.Unlock()
-		return im, fmt.Errorf("already %d images attached, the most one message may carry: send this message first", len(s.pending))
+	defer s.mu.Unlock()
+	if len(s.pending)+1 > cfg.MaxPendingImages {
+		return im, fmt.Errorf("%w: this message already has %d images, the most one message may carry: send it, then attach more to the next one", ErrLimit, len(s.pending))
 	}
-	if s.pendBytes+int64(len(im.Data)) > s.svc.cfg.MaxPendingBytes {
-		s.mu.Unlock()
-		return im, fmt.Errorf("the attached images would pass %d bytes for one message: send this message first", s.svc.cfg.MaxPendingBytes)
+	if s.pendBytes+int64(len(im.Data)) > cfg.MaxPendingBytes {
+		return im, fmt.Errorf("%w: the attached images would pass %d MiB for one message: send this message first", ErrLimit, cfg.MaxPendingBytes>>20)
+	}
+	if held := imageBytes(s.history) + s.pendBytes; held+int64(len(im.Data)) > cfg.MaxSessionImageBytes {
+		return im, fmt.Errorf("%w: this conversation already holds %s of images and this one would pass its %s limit "+
+			"(every image stays in the conversation): start a new session", ErrLimit, size(held), size(cfg.MaxSessionImageBytes))
 	}
 	if len(s.pending) == 0 {
 		s.knownSince = time.Now()
 	}
 	s.pending = append(s.pending, im)
 	s.pendBytes += int64(len(im.Data))
-	prev := s.prefill
-	done := make(chan struct{})
-	s.prefill = done
-	history := append([]agent.Message(nil), s.history...)
-	user := agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
-	s.mu.Unlock()
-	if s.svc.cfg.NoPrefill {
-		close(done)
-		return im, nil
+	if !cfg.NoPrefill && s.prefill == nil {
+		done := make(chan struct{})
+		s.prefill = done
+		go s.prefillChain(context.WithoutCancel(ctx), done)
 	}
-	go func() {
-		defer close(done)
-		if prev != nil {
-			<-prev // one prefill at a time: the next one extends the previous prefix
-		}
-		pctx := context.WithoutCancel(ctx)
-		r, p, err := s.svc.ready(pctx, false)
-		if err != nil {
-			s.svc.cfg.Logger.Warn("prefill: the engine is not ready; the image will be encoded with the question", "err", err)
-			return
-		}
-		a, err := s.svc.build(r, p)
-		if err != nil {
-			return
-		}
-		start := time.Now()
-		if _, err := a.Prefill(pctx, history, user); err != nil {
-			s.svc.cfg.Logger.Warn("prefill failed; the image will be encoded with the question", "err", err)
-			return
-		}
-		s.mu.Lock()
-		s.prefilled = len(user.Images)
-		s.mu.Unlock()
-		s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", time.Since(start))
-	}()
 	return im, nil
+}
+
+// prefillChain evaluates the pending images until it has caught up with them.
+func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	sent := 0
+	for {
+		s.mu.Lock()
+		if len(s.pending) == sent || len(s.pending) == 0 {
+			s.prefill = nil
+			s.mu.Unlock()
+			return
+		}
+		sent = len(s.pending)
+		history := append([]agent.Message(nil), s.history...)
+		user := agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
+		s.mu.Unlock()
+		r, p, err := s.svc.ready(ctx, false)
+		if err == nil {
+			var a Agent
+			if a, err = s.svc.build(r, p); err == nil {
+				start := time.Now()
+				if _, err = a.Prefill(ctx, history, user); err == nil {
+					s.mu.Lock()
+					s.prefilled = len(user.Images)
+					s.mu.Unlock()
+					s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", time.Since(start))
+				}
+			}
+		}
+		if err != nil {
+			s.svc.cfg.Logger.Warn("prefill failed; the images will be encoded with the question", "err", err)
+		}
+	}
+}
+
+func size(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+func imageBytes(msgs []agent.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		for _, im := range m.Images {
+			n += int64(len(im.Data))
+		}
+	}
+	return n
 }
 
 // ClearAttachments drops the images attached for the next message.

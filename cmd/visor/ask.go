@@ -2,25 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/agent/toolcall"
-	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
 )
@@ -45,136 +42,6 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
 	fs.StringVar(&e.gpu, "gpu", "auto", "GPU the plan is for: auto (NVML), a device index, or a size such as 24GiB")
 	fs.StringVar(&e.cacheType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
-}
-
-// engineConn is a model server ready for requests, started by visor or not.
-type engineConn struct {
-	client *engine.Client
-	props  llamacpp.Props
-	server *llamacpp.Server // nil for --endpoint
-	load   time.Duration    // how long the server took to become ready
-	model  string
-}
-
-// recordEvents stores the engine's start now and its stop or crash when done is called, so a session shows what
-// the server did while it ran.
-func (c *engineConn) recordEvents(ctx context.Context, store *memory.Store, sessionID string) (done func()) {
-	if c.server == nil {
-		return func() {}
-	}
-	detail := func(m map[string]any) json.RawMessage { b, _ := json.Marshal(m); return b }
-	_, _ = store.RecordEngineEvent(ctx, memory.EngineEvent{SessionID: sessionID, Kind: memory.EngineStart,
-		Duration: c.load, Detail: detail(map[string]any{"url": c.server.URL(), "model": c.model, "pid": c.server.PID(),
-			"n_ctx": c.props.NCtx, "vision": c.props.Vision, "build": c.props.Build})})
-	return func() {
-		ctx := context.WithoutCancel(ctx)
-		if err := c.server.Err(); err != nil {
-			_, _ = store.RecordEngineEvent(ctx, memory.EngineEvent{SessionID: sessionID, Kind: memory.EngineCrash,
-				Detail: detail(map[string]any{"error": err.Error()})})
-			return
-		}
-		_, _ = store.RecordEngineEvent(ctx, memory.EngineEvent{SessionID: sessionID, Kind: memory.EngineStop})
-	}
-}
-
-// recover restarts a server visor started that has crashed, at the same address, and records the crash. It is a
-// no-op for a healthy server or an --endpoint, which visor does not own.
-func (c *engineConn) recover(ctx context.Context, store *memory.Store, sessionID string, stderr io.Writer) error {
-	if c.server == nil {
-		return nil
-	}
-	if c.server.Err() == nil {
-		// The process may be dead before its exit is noticed (the exit is seen once its output is drained): a
-		// server that does not answer /health gets a moment to show whether it is gone.
-		var h struct{}
-		if c.client.Get(ctx, "/health", &h) == nil {
-			return nil
-		}
-		select {
-		case <-c.server.Done():
-		case <-time.After(5 * time.Second):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if c.server.Err() == nil {
-			return nil
-		}
-	}
-	crash := c.server.Err()
-	if store != nil {
-		b, _ := json.Marshal(map[string]string{"error": crash.Error()})
-		_, _ = store.RecordEngineEvent(context.WithoutCancel(ctx), memory.EngineEvent{SessionID: sessionID,
-			Kind: memory.EngineCrash, Detail: b})
-	}
-	fmt.Fprintf(stderr, "the engine crashed: %v\nrestarting it …\n", crash)
-	start := time.Now()
-	srv, err := c.server.Restart(ctx)
-	if err != nil {
-		return fmt.Errorf("restart after a crash: %w", err)
-	}
-	c.server, c.load = srv, time.Since(start)
-	if store != nil {
-		b, _ := json.Marshal(map[string]any{"url": srv.URL(), "pid": srv.PID(), "after": "crash"})
-		_, _ = store.RecordEngineEvent(context.WithoutCancel(ctx), memory.EngineEvent{SessionID: sessionID,
-			Kind: memory.EngineStart, Duration: c.load, Detail: b})
-	}
-	fmt.Fprintf(stderr, "engine restarted in %s\n", c.load.Round(time.Millisecond))
-	return nil
-}
-
-func (c *engineConn) close() {
-	if c.server != nil {
-		_ = c.server.Stop(context.Background())
-	}
-}
-
-// openEngine connects to --endpoint or starts llama-server for --model, showing load progress on stderr.
-func openEngine(ctx context.Context, e engineFlags, stderr io.Writer, logger *slog.Logger) (*engineConn, error) {
-	if e.endpoint != "" {
-		c := engine.NewClient(e.endpoint, e.apiKey)
-		p, err := llamacpp.ReadProps(ctx, c)
-		if err != nil {
-			// Not every OpenAI-compatible server has /props; assume native tools and no vision facts.
-			logger.Debug("endpoint has no /props", "err", err)
-			p = llamacpp.Props{TemplateCaps: map[string]bool{"supports_tools": true, "supports_tool_calls": true}}
-		}
-		return &engineConn{client: c, props: p}, nil
-	}
-	if e.model == "" {
-		return nil, errors.New("no model: pass --model FILE.gguf (with --mmproj FILE for images) or --endpoint URL; " +
-			"`visor demo` runs without a model of your own")
-	}
-	if c, st, ok := findServed(ctx, e); ok {
-		p, err := llamacpp.ReadProps(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(stderr, "reusing the engine `visor serve` (pid %d) runs at %s\n", st.VisorPID, st.URL)
-		return &engineConn{client: c, props: p, model: e.model}, nil
-	}
-	logDir := filepath.Join(llamacpp.InstallDir(), "logs")
-	_ = os.MkdirAll(logDir, 0o755)
-	start := time.Now()
-	cfg := llamacpp.Config{
-		Binary: e.server, ExtraArgs: e.extra, LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
-		OnState: func(s llamacpp.State) {
-			if s == llamacpp.StateLoading {
-				fmt.Fprintf(stderr, "loading %s …\n", filepath.Base(e.model))
-			}
-		},
-	}
-	srv, err := startEngine(ctx, e, cfg, stderr, logger)
-	if err != nil {
-		return nil, err
-	}
-	logger.Debug("engine ready", "url", srv.URL(), "took", time.Since(start))
-	c := srv.Client()
-	p, err := llamacpp.ReadProps(ctx, c)
-	if err != nil {
-		_ = srv.Stop(context.Background())
-		return nil, err
-	}
-	return &engineConn{client: c, props: p, server: srv, load: time.Since(start), model: e.model}, nil
 }
 
 // startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
@@ -310,10 +177,8 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		return errors.New(`ask: no question: visor ask "your question"`)
 	}
 	t.agentName = "ask"
-	t.user = agent.Message{Role: "user", Content: strings.Join(pos, " ")}
-	if err := t.attach(images); err != nil {
-		return err
-	}
+	t.question = strings.Join(pos, " ")
+	t.images = images
 	return runTurn(ctx, t, stdout, stderr, logger)
 }
 
@@ -323,7 +188,8 @@ type turn struct {
 	toolFlags toolFlags
 	agentOptions
 	agentName string
-	user      agent.Message
+	question  string
+	images    []string
 	db        string
 	session   string
 	noStore   bool
@@ -341,153 +207,34 @@ func (t *turn) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.showReasoning, "show-reasoning", false, "stream the model's thinking to stderr")
 }
 
-func (t *turn) attach(paths []string) error {
-	for _, p := range paths {
-		im, err := readImage(p)
+// runTurn runs one user turn through the session service: images are taken in (and refused) before any model
+// loads, the engine is started or reused, and the conversation is stored.
+func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog.Logger) error {
+	a, err := openApp(ctx, t, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: t.question})
+	if err != nil {
+		return fmt.Errorf("--session: %w", err)
+	}
+	defer sess.Close()
+	var imgs []tools.Image
+	for _, p := range t.images {
+		im, err := a.readImage(sess, p)
 		if err != nil {
 			return err
 		}
-		t.user.Images = append(t.user.Images, im)
+		imgs = append(imgs, im)
 	}
-	return nil
-}
-
-// runtime is what a command needs to run agents: the conversation store (nil with --no-store), the tools and a
-// ready engine.
-type runtime struct {
-	store *memory.Store
-	conn  *engineConn
-	opts  agentOptions
-}
-
-// openRuntime opens the store, builds the tools (connecting MCP servers) and starts or reuses the engine, in
-// that order so a bad flag fails before a model loads. close releases all of it.
-func openRuntime(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger) (rt *runtime, close func(), err error) {
-	rt = &runtime{opts: t.agentOptions}
-	var closers []func()
-	close = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+	p := newPrinter(stdout, stderr, t.showReasoning)
+	res, err := sess.Turn(ctx, t.question, imgs, p.event)
+	p.finish(res.Finished)
+	if a.svc.Stored() {
+		fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", res.SessionID, shortID(res.SessionID))
 	}
-	defer func() {
-		if err != nil {
-			close()
-		}
-	}()
-	var searcher memory.Searcher
-	if !t.noStore {
-		if rt.store, err = openStore(ctx, t.db); err != nil {
-			return nil, close, err
-		}
-		closers = append(closers, func() { _ = rt.store.Close() })
-		searcher = rt.store
-	}
-	reg, closeTools, err := t.toolFlags.registry(ctx, logger, searcher)
-	if err != nil {
-		return nil, close, err
-	}
-	closers = append(closers, closeTools)
-	if rt.conn, err = openEngine(ctx, t.engine, stderr, logger); err != nil {
-		return nil, close, err
-	}
-	closers = append(closers, rt.conn.close)
-	rt.opts.tools, rt.opts.toolFlags = reg, t.toolFlags
-	return rt, close, nil
-}
-
-// runTurn starts (or reuses) the engine, runs the agent for the user's message and stores the conversation.
-func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog.Logger) error {
-	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
-	if err != nil {
-		return err
-	}
-	defer closeRT()
-	conn, store, o := rt.conn, rt.store, rt.opts
-	if len(t.user.Images) > 0 && conn.server != nil && !conn.props.Vision {
-		return fmt.Errorf("an image is attached but the model has no vision projector: add --mmproj FILE.gguf")
-	}
-	a, err := o.build(conn, logger)
-	if err != nil {
-		return err
-	}
-	if store == nil {
-		_, _, err = runAgent(ctx, a, conn, o, nil, "", nil, t.user, stdout, stderr)
-		return err
-	}
-	sess, history, err := openSession(ctx, store, t.session, t.user.Content, t.agentName, t.engine)
-	if err != nil {
-		return err
-	}
-	if sess, history, err = compactIfFull(ctx, conn, store, sess, history, stderr); err != nil {
-		return err
-	}
-	defer conn.recordEvents(ctx, store, sess.ID)()
-	_, _, err = runAgent(ctx, a, conn, o, store, sess.ID, history, t.user, stdout, stderr)
-	fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", sess.ID, shortID(sess.ID))
 	return err
-}
-
-// openSession continues a stored session or creates one titled after the question.
-func openSession(ctx context.Context, store *memory.Store, id, question, agentName string, ef engineFlags) (memory.Session, []agent.Message, error) {
-	if id == "" {
-		model := engine.RedactURL(ef.endpoint) // sessions are stored and shown: no credentials in them
-		if ef.model != "" {
-			model = filepath.Base(ef.model)
-		}
-		sess, err := store.CreateSession(ctx, memory.Session{Title: oneLine(question, 60), Agent: agentName, Model: model})
-		return sess, nil, err
-	}
-	full, err := store.ResolveSessionID(ctx, id)
-	if err != nil {
-		return memory.Session{}, nil, fmt.Errorf("--session %s: %w", id, err)
-	}
-	sess, err := store.Session(ctx, full)
-	if err != nil {
-		return memory.Session{}, nil, err
-	}
-	msgs, err := store.Messages(ctx, full)
-	if err != nil {
-		return memory.Session{}, nil, err
-	}
-	return sess, agent.Resumable(msgs), nil
-}
-
-// compactIfFull starts a linked session from a summary when the stored conversation fills most of the server's
-// context, keeping the last two user turns verbatim, so long sessions keep working instead of failing with
-// "exceeds the available context size". The parent session stays whole for search and export.
-func compactIfFull(ctx context.Context, conn *engineConn, store *memory.Store, sess memory.Session,
-	history []agent.Message, stderr io.Writer) (memory.Session, []agent.Message, error) {
-	if !agent.NeedsCompaction(history, conn.props.NCtx, 0.75) {
-		return sess, history, nil
-	}
-	old, recent := agent.SplitForCompaction(history, 2)
-	if len(old) == 0 {
-		return sess, history, nil
-	}
-	fmt.Fprintf(stderr, "compacting: the session uses %d of %d context tokens; summarizing %d older messages …\n",
-		agent.ContextUsed(history), conn.props.NCtx, len(old))
-	summary, err := agent.Summarize(ctx, conn.client, old, 1024)
-	if err != nil {
-		return sess, nil, fmt.Errorf("compact session %s: %w", sess.ID, err)
-	}
-	stored, err := store.Messages(ctx, sess.ID)
-	if err != nil {
-		return sess, nil, err
-	}
-	// Stored and resumable histories line up one to one (Resumable only trims the tail).
-	var keepFrom int64
-	if len(recent) > 0 {
-		keepFrom = stored[len(old)].ID
-	}
-	linked, err := store.CreateLinkedSession(ctx, sess.ID, memory.Message{Role: "user",
-		Content: "Summary of the earlier conversation:\n" + summary}, keepFrom)
-	if err != nil {
-		return sess, nil, err
-	}
-	fmt.Fprintf(stderr, "compacted into session %s\n", shortID(linked.ID))
-	history = append([]agent.Message{{Role: "user", Content: "Summary of the earlier conversation:\n" + summary}}, recent...)
-	return linked, history, nil
 }
 
 func shortID(id string) string {
@@ -498,8 +245,6 @@ func shortID(id string) string {
 }
 
 type agentOptions struct {
-	tools       *tools.Registry
-	toolFlags   toolFlags
 	system      string
 	maxSteps    int
 	maxTokens   int
@@ -509,88 +254,73 @@ type agentOptions struct {
 	showReasoning bool
 }
 
-// build makes the agent: native tools when the server's template renders them, raw mode otherwise or when asked.
-func (o agentOptions) build(conn *engineConn, logger *slog.Logger) (*agent.Agent, error) {
-	format, err := toolcall.ParseFormat(o.toolFlags.format)
-	if err != nil {
-		return nil, fmt.Errorf("--tool-format: %w", err)
-	}
-	mode := agent.Native
-	if o.toolFlags.raw || !conn.props.ToolsInTemplate() {
-		mode = agent.Raw
-	}
-	return agent.New(agent.Config{Model: conn.client, Tools: o.tools, System: o.system, Mode: mode, Format: format,
-		MaxSteps: o.maxSteps, MaxTokens: o.maxTokens, ToolChoice: o.choice, Temperature: o.temperature, Logger: logger})
+// printer renders a turn's events: answer text on stdout, tool activity and speed on stderr.
+type printer struct {
+	stdout, stderr io.Writer
+	showReasoning  bool
+	start          time.Time
+	generated      int
+	lastTPS        float64
+	ttft           time.Duration
+	thought        int
+	midLine        bool
 }
 
-// runAgent runs one user turn with a, keeps it in store under sessionID (a nil store keeps nothing), and prints
-// it: answer text on stdout, tool activity and speed on stderr. It returns the messages the turn added.
-func runAgent(ctx context.Context, a agent.Runner, conn *engineConn, o agentOptions, store agent.TurnStore,
-	sessionID string, history []agent.Message, user agent.Message, stdout, stderr io.Writer) (agent.Finished, []agent.Message, error) {
-	start := time.Now()
-	var generated int
-	var lastTPS float64
-	var ttft time.Duration
-	thought := 0 // bytes of reasoning
-	midLine := false
-	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, func(ev agent.Event) {
-		switch e := ev.(type) {
-		case agent.Token:
-			fmt.Fprint(stdout, e.Text)
-			midLine = !strings.HasSuffix(e.Text, "\n")
-		case agent.ReasoningToken:
-			thought += len(e.Text)
-			if o.showReasoning {
-				fmt.Fprint(stderr, e.Text)
+func newPrinter(stdout, stderr io.Writer, showReasoning bool) *printer {
+	return &printer{stdout: stdout, stderr: stderr, showReasoning: showReasoning, start: time.Now()}
+}
+
+func (p *printer) event(ev agent.Event) {
+	switch e := ev.(type) {
+	case agent.Token:
+		fmt.Fprint(p.stdout, e.Text)
+		p.midLine = !strings.HasSuffix(e.Text, "\n")
+	case agent.ReasoningToken:
+		p.thought += len(e.Text)
+		if p.showReasoning {
+			fmt.Fprint(p.stderr, e.Text)
+		}
+	case agent.Notice:
+		fmt.Fprintln(p.stderr, e.Text)
+	case agent.ToolCallStarted:
+		if p.midLine {
+			fmt.Fprintln(p.stdout)
+			p.midLine = false
+		}
+		fmt.Fprintf(p.stderr, "→ %s %s\n", e.Call.Name, e.Call.Arguments)
+	case agent.ToolCallFinished:
+		mark := "←"
+		if e.Result.IsError {
+			mark = "← error:"
+		}
+		fmt.Fprintf(p.stderr, "%s %s (%s)\n", mark, oneLine(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
+	case agent.ParseError:
+		fmt.Fprintf(p.stderr, "! %s\n", oneLine(e.Text, 200))
+	case agent.StepFinished:
+		for _, m := range e.Messages {
+			if m.Role == "assistant" && m.Timings != nil {
+				p.generated += m.Timings.PredictedN
+				p.lastTPS = m.Timings.PredictedPerSecond
 			}
-		case agent.ToolCallStarted:
-			if midLine {
-				fmt.Fprintln(stdout)
-				midLine = false
-			}
-			fmt.Fprintf(stderr, "→ %s %s\n", e.Call.Name, e.Call.Arguments)
-		case agent.ToolCallFinished:
-			mark := "←"
-			if e.Result.IsError {
-				mark = "← error:"
-			}
-			fmt.Fprintf(stderr, "%s %s (%s)\n", mark, oneLine(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
-		case agent.ParseError:
-			fmt.Fprintf(stderr, "! %s\n", oneLine(e.Text, 200))
-		case agent.StepFinished:
-			for _, m := range e.Messages {
-				if m.Role == "assistant" && m.Timings != nil {
-					generated += m.Timings.PredictedN
-					lastTPS = m.Timings.PredictedPerSecond
-				}
-				if m.Role == "assistant" && ttft == 0 {
-					ttft = m.TTFT
-				}
+			if m.Role == "assistant" && p.ttft == 0 {
+				p.ttft = m.TTFT
 			}
 		}
-	})
-	if midLine {
-		fmt.Fprintln(stdout)
 	}
-	thinking := ""
-	if thought > 0 && !o.showReasoning {
-		thinking = fmt.Sprintf(", %d bytes of reasoning hidden (--show-reasoning)", thought)
-	}
-	fmt.Fprintf(stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]\n", f.Steps,
-		generated, lastTPS, ttft.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), thinking)
-	runErr := f.Err
-	if runErr != nil && conn.server != nil && conn.server.Err() != nil {
-		runErr = fmt.Errorf("%w\n%v", f.Err, conn.server.Err())
-	}
-	return f, added, errors.Join(runErr, storeErr)
 }
 
-// turnStore passes a store on only when there is one: a nil *memory.Store in the interface would look like one.
-func turnStore(s *memory.Store) agent.TurnStore {
-	if s == nil {
-		return nil
+func (p *printer) finish(f agent.Finished) {
+	if p.midLine {
+		fmt.Fprintln(p.stdout)
+		p.midLine = false
 	}
-	return s
+	thinking := ""
+	if p.thought > 0 && !p.showReasoning {
+		thinking = fmt.Sprintf(", %d bytes of reasoning hidden (--show-reasoning)", p.thought)
+	}
+	fmt.Fprintf(p.stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]\n", f.Steps,
+		p.generated, p.lastTPS, p.ttft.Round(time.Millisecond), time.Since(p.start).Round(time.Millisecond), thinking)
+	p.generated, p.ttft, p.thought, p.start = 0, 0, 0, time.Now()
 }
 
 func oneLine(s string, n int) string {
@@ -599,20 +329,4 @@ func oneLine(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// readImage loads an image file exactly as it is on disk; the bytes are never re-encoded so later turns send
-// the same bytes and hit the server's cache.
-func readImage(path string) (tools.Image, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return tools.Image{}, fmt.Errorf("--image: %w", err)
-	}
-	mime := http.DetectContentType(data)
-	switch mime {
-	case "image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp":
-	default:
-		return tools.Image{}, fmt.Errorf("--image %s: not an image (detected %s); give a PNG, JPEG, GIF, WebP or BMP file", path, mime)
-	}
-	return tools.Image{MIME: mime, Data: data}, nil
 }

@@ -9,11 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"time"
 
-	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/engine"
-	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 )
 
 const chatHelp = `type a message and press Enter; commands:
@@ -34,35 +31,35 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
+	t.agentName = "chat"
+	a, err := openApp(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer closeRT()
-	conn, store, o := rt.conn, rt.store, rt.opts
-	a, err := o.build(conn, logger)
+	defer a.close()
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: "chat"})
 	if err != nil {
+		return fmt.Errorf("--session: %w", err)
+	}
+	defer sess.Close()
+	if err := a.ensureEngine(ctx); err != nil {
 		return err
 	}
-	c := &chat{ctx: ctx, conn: conn, opts: o, agent: a, store: store, stdout: stdout, stderr: stderr, logger: logger}
-	if store != nil {
-		sess, history, err := openSession(ctx, store, t.session, "chat", "chat", t.engine)
-		if err != nil {
-			return err
-		}
-		c.sessionID, c.history = sess.ID, history
-		defer conn.recordEvents(ctx, store, sess.ID)()
-	}
+	c := &chat{ctx: ctx, app: a, sess: sess, stdout: stdout, stderr: stderr, showReasoning: t.showReasoning}
 	fmt.Fprint(stderr, chatHelp)
-	in := bufio.NewScanner(stdin)
-	in.Buffer(make([]byte, 64*1024), 1<<20)
+	in := bufio.NewReader(stdin)
 	for {
 		fmt.Fprint(stderr, "> ")
-		if !in.Scan() {
-			fmt.Fprintln(stderr)
-			return c.finish(in.Err())
+		line, err := readLine(in, 1<<20)
+		if errors.Is(err, errLineTooLong) {
+			fmt.Fprintln(stderr, "that line is longer than 1 MiB and was dropped: put long text in a file and ask about it")
+			continue
 		}
-		if err := c.line(strings.TrimSpace(in.Text())); err != nil {
+		if err != nil {
+			fmt.Fprintln(stderr)
+			return c.finish(nil)
+		}
+		if err := c.line(strings.TrimSpace(line)); err != nil {
 			if errors.Is(err, errQuit) {
 				return c.finish(nil)
 			}
@@ -74,22 +71,45 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 }
 
-var errQuit = errors.New("quit")
+var (
+	errQuit        = errors.New("quit")
+	errLineTooLong = errors.New("line too long")
+)
+
+// readLine reads one line of at most max bytes; a longer one is consumed and reported, not fatal.
+func readLine(r *bufio.Reader, max int) (string, error) {
+	var b []byte
+	for {
+		part, isPrefix, err := r.ReadLine()
+		if err != nil {
+			if len(b) > 0 && errors.Is(err, io.EOF) {
+				return string(b), nil
+			}
+			return "", err
+		}
+		if len(b)+len(part) <= max {
+			b = append(b, part...)
+		} else {
+			b = b[:0:0]
+			for isPrefix {
+				if _, isPrefix, err = r.ReadLine(); err != nil {
+					return "", err
+				}
+			}
+			return "", errLineTooLong
+		}
+		if !isPrefix {
+			return string(b), nil
+		}
+	}
+}
 
 type chat struct {
-	ctx    context.Context
-	conn   *engineConn
-	opts   agentOptions
-	agent  *agent.Agent
-	store  *memory.Store
-	stdout io.Writer
-	stderr io.Writer
-	logger *slog.Logger
-
-	sessionID string
-	history   []agent.Message
-	pending   agent.Message   // images attached for the next message
-	prefill   <-chan struct{} // closed when the pending images' prefill is done
+	ctx            context.Context
+	app            *app
+	sess           *session.Session
+	stdout, stderr io.Writer
+	showReasoning  bool
 }
 
 func (c *chat) line(l string) error {
@@ -99,11 +119,14 @@ func (c *chat) line(l string) error {
 	case l == "/quit" || l == "/exit":
 		return errQuit
 	case l == "/clear":
-		c.pending = agent.Message{}
+		c.sess.ClearAttachments()
 		fmt.Fprintln(c.stderr, "(attachments dropped)")
 		return nil
 	case l == "/session":
-		fmt.Fprintf(c.stderr, "session %s\n", c.sessionID)
+		fmt.Fprintf(c.stderr, "session %s\n", c.sess.ID())
+		return nil
+	case l == "/help":
+		fmt.Fprint(c.stderr, chatHelp)
 		return nil
 	case strings.HasPrefix(l, "/image "):
 		return c.attach(strings.TrimSpace(strings.TrimPrefix(l, "/image ")))
@@ -114,82 +137,35 @@ func (c *chat) line(l string) error {
 	return c.send(l)
 }
 
-// attach adds an image and starts encoding it at once, in the background, on the prefix the next request will
-// have: history plus this turn's images (images come first in a user message, so the prefix holds).
+// attach takes an image in and has the session encode it at once, in the background.
 func (c *chat) attach(path string) error {
-	im, err := readImage(path)
+	im, err := c.app.limits.ReadFile(expandHome(path))
 	if err != nil {
-		fmt.Fprintf(c.stderr, "%v\n", err)
+		fmt.Fprintf(c.stderr, "/image %s: %v\n", path, err)
 		return nil
 	}
-	if c.conn.server != nil && !c.conn.props.Vision {
-		fmt.Fprintln(c.stderr, "this model has no vision projector: restart with --mmproj FILE.gguf")
+	if _, err := c.sess.Attach(c.ctx, im.Data); err != nil {
+		fmt.Fprintf(c.stderr, "/image %s: %v\n", path, err)
 		return nil
 	}
-	c.pending.Images = append(c.pending.Images, im)
-	c.waitPrefill() // one prefill at a time: the next one extends the previous prefix
-	done := make(chan struct{})
-	c.prefill = done
-	history, user := append([]agent.Message(nil), c.history...), c.pending
 	fmt.Fprintf(c.stderr, "(attached %s, %d bytes; encoding it now)\n", path, len(im.Data))
-	go func() {
-		defer close(done)
-		start := time.Now()
-		tm, err := c.agent.Prefill(c.ctx, history, user)
-		if err != nil {
-			c.logger.Warn("prefill failed; the image will be encoded with the question", "err", err)
-			return
-		}
-		c.logger.Info("prefilled", "took", time.Since(start), "timings", describeTimings(tm))
-	}()
 	return nil
 }
 
-func (c *chat) waitPrefill() {
-	if c.prefill != nil {
-		<-c.prefill
-		c.prefill = nil
-	}
-}
-
 func (c *chat) send(text string) error {
-	c.waitPrefill()
-	// A server that died while the user was typing is brought back before the message goes out.
-	if err := c.conn.recover(c.ctx, c.store, c.sessionID, c.stderr); err != nil {
-		return err
-	}
-	user := c.pending
-	user.Role, user.Content = "user", text
-	c.pending = agent.Message{}
-	f, added, err := runAgent(c.ctx, c.agent, c.conn, c.opts, turnStore(c.store), c.sessionID, c.history, user, c.stdout, c.stderr)
-	c.history = append(c.history, added...)
-	if f.Err == nil && err != nil {
-		return err // the turn ran but could not be stored
-	}
+	p := newPrinter(c.stdout, c.stderr, c.showReasoning)
+	res, err := c.sess.Turn(c.ctx, text, nil, p.event)
+	p.finish(res.Finished)
 	if err != nil && c.ctx.Err() == nil {
 		// A failed turn is reported and the chat goes on; the user can retry or quit.
 		fmt.Fprintf(c.stderr, "error: %v\n", err)
-		if c.conn.server != nil && c.conn.server.Err() != nil {
-			if rerr := c.conn.recover(c.ctx, c.store, c.sessionID, c.stderr); rerr != nil {
-				return rerr
-			}
-			fmt.Fprintln(c.stderr, "send your message again")
-		}
 	}
 	return nil
 }
 
 func (c *chat) finish(err error) error {
-	c.waitPrefill()
-	if c.sessionID != "" {
-		fmt.Fprintf(c.stderr, "session %s (continue with: visor chat --session %s)\n", c.sessionID, shortID(c.sessionID))
+	if c.app.svc.Stored() {
+		fmt.Fprintf(c.stderr, "session %s (continue with: visor chat --session %s)\n", c.sess.ID(), shortID(c.sess.ID()))
 	}
 	return err
-}
-
-func describeTimings(t *engine.Timings) string {
-	if t == nil {
-		return "none"
-	}
-	return fmt.Sprintf("%d prompt tokens (%d cached) in %.0f ms", t.PromptN+t.CacheN, t.CacheN, t.PromptMS)
 }

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 
-	"github.com/visorhq/visor/agent/mcpserver"
-	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/frontend/mcpserver"
 )
 
 const mcpUsage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
@@ -44,24 +42,16 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 
-	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
+	t.agentName = "mcp"
+	a, err := openApp(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer closeRT()
-	conn, store := rt.conn, rt.store
-	a, err := rt.opts.build(conn, logger)
-	if err != nil {
+	defer a.close()
+	if err := a.ensureEngine(ctx); err != nil {
 		return err
 	}
-	cfg := mcpserver.Config{Runner: a, ToolName: *toolName, Agent: "mcp", Model: modelLabel(t.engine), Logger: logger,
-		// As in ask: a server visor started says whether it has a projector; an --endpoint may not say.
-		NoVision: conn.server != nil && !conn.props.Vision}
-	if store != nil {
-		// A nil *memory.Store in the interface would look like a store; only set it when there is one.
-		cfg.Store = store
-	}
-	srv, err := mcpserver.New(cfg)
+	srv, err := mcpserver.New(mcpserver.Config{Sessions: a.svc, ToolName: *toolName, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -73,12 +63,4 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return srv.ListenAndServe(ctx, *httpAddr, func(url string) {
 		fmt.Fprintf(stderr, "visor MCP server at %s (tool %s)\n", url, *toolName)
 	})
-}
-
-// modelLabel is what stored sessions record as their model.
-func modelLabel(ef engineFlags) string {
-	if ef.model != "" {
-		return filepath.Base(ef.model)
-	}
-	return engine.RedactURL(ef.endpoint)
 }

@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/session"
 )
 
 // cmdModels writes visor's tiny generated models, for tests and for trying visor without a model.
@@ -72,24 +72,22 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	tf := toolFlags{names: "list_dir", workspace: ws, format: "hermes"}
-	reg, closeTools, err := tf.registry(ctx, logger, nil)
+	t := turn{engine: ef, toolFlags: toolFlags{names: "list_dir", workspace: ws, format: "hermes"}, noStore: true,
+		agentName: "demo", question: *question, agentOptions: agentOptions{maxSteps: 4}}
+	a, err := openApp(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer closeTools()
-	conn, err := openEngine(ctx, ef, stderr, logger)
+	defer a.close()
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Title: *question})
 	if err != nil {
 		return err
 	}
-	defer conn.close()
-	fmt.Fprintf(stderr, "demo: workspace %s, engine %s\n", ws, conn.client.BaseURL())
+	defer sess.Close()
+	fmt.Fprintf(stderr, "demo: workspace %s\n", ws)
 	fmt.Fprintf(stdout, "> %s\n", *question)
-	o := agentOptions{tools: reg, toolFlags: tf, maxSteps: 4}
-	a, err := o.build(conn, logger)
-	if err != nil {
-		return err
-	}
-	_, _, err = runAgent(ctx, a, conn, o, nil, "", nil, agent.Message{Role: "user", Content: *question}, stdout, stderr)
+	p := newPrinter(stdout, stderr, false)
+	res, err := sess.Turn(ctx, *question, nil, p.event)
+	p.finish(res.Finished)
 	return err
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/tools/mcp"
 )
@@ -46,10 +45,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if err := applySpec(&t, spec); err != nil {
 		return err
 	}
-	t.user = agent.Message{Role: "user", Content: prompt}
-	if err := t.attach(images); err != nil {
-		return err
-	}
+	t.question, t.images = prompt, images
 	return runTurn(ctx, t, stdout, stderr, logger)
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/llamacpp"
 )
 
@@ -45,8 +46,11 @@ func serveKey(e engineFlags) string {
 		}
 		return a
 	}
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%d|%d|%s", abs(e.model), abs(e.mmproj), e.ctx, e.parallel,
-		strings.Join(e.extra, " "))))
+	// Everything that changes what the server runs is in the key: the files, the binary, the launch flags, the
+	// plan and what it plans for. A server started otherwise is never reused by mistake.
+	bin, _ := llamacpp.Find(e.server)
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%d|%d|%s|%s|%s|%s|%s", abs(e.model), abs(e.mmproj), e.ctx, e.parallel,
+		strings.Join(e.extra, " "), e.cacheType, e.plan, e.gpu, abs(bin))))
 	return hex.EncodeToString(h[:8])
 }
 
@@ -89,45 +93,69 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	if _, st, ok := findServed(ctx, ef); ok {
 		return fmt.Errorf("serve: %s is already served at %s by visor pid %d", ef.model, st.URL, st.VisorPID)
 	}
-	conn, err := openEngine(ctx, ef, stderr, logger)
-	if err != nil {
+	t := turn{engine: ef, noStore: true, agentOptions: agentOptions{maxSteps: 1}, toolFlags: toolFlags{format: "hermes"}}
+	if err := t.validate(); err != nil {
 		return err
 	}
-	defer conn.close()
 	if err := os.MkdirAll(runDir(), 0o755); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	path := filepath.Join(runDir(), serveKey(ef)+".json")
-	st := serveState{URL: conn.server.URL(), PID: conn.server.PID(), VisorPID: os.Getpid(), Model: ef.model,
-		MMProj: ef.mmproj, Started: time.Now()}
-	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
-		return fmt.Errorf("serve: %w", err)
+	var st serveState
+	advertise := func(r conductor.Ready) {
+		srv, _ := r.Process.(*llamacpp.Server)
+		if srv == nil {
+			return
+		}
+		st = serveState{URL: r.URL, PID: srv.PID(), VisorPID: os.Getpid(), Model: ef.model, MMProj: ef.mmproj, Started: time.Now()}
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := os.WriteFile(path+".tmp", b, 0o644); err == nil {
+			_ = os.Rename(path+".tmp", path)
+		}
 	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
+	failed := make(chan error, 1)
+	// The conductor restarts a crash at the same address, so clients keep their URL, and gives up on a server
+	// that keeps crashing rather than restarting it forever.
+	cond := conductor.New(conductor.Config{Launch: launcher(ef, stderr, logger), Logger: logger,
+		OnEvent: func(ev conductor.Event) {
+			switch ev.Kind {
+			case conductor.EventCrashed:
+				fmt.Fprintf(stderr, "the engine crashed: %v\nrestarting it …\n", ev.Err)
+			case conductor.EventFailed:
+				select {
+				case failed <- ev.Err:
+				default:
+				}
+			}
+		}})
+	defer cond.Close(context.Background())
 	defer os.Remove(path)
+	r, err := cond.EnsureReady(ctx)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	advertise(r)
+	props, _ := llamacpp.ReadProps(ctx, r.Client)
 	fmt.Fprintf(stdout, "serving %s at %s (n_ctx %d, vision %v); visor commands with the same --model reuse it; Ctrl-C stops it\n",
-		filepath.Base(ef.model), st.URL, conn.props.NCtx, conn.props.Vision)
-	// A crash is restarted at the same address, so clients keep their URL; a server that keeps crashing is
-	// given up on rather than restarted forever.
-	var crashes []time.Time
+		filepath.Base(ef.model), r.URL, props.NCtx, props.Vision)
+	gen := r.Generation
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-conn.server.Done():
+		case err := <-failed:
+			return fmt.Errorf("serve: %w", err)
+		case <-tick.C:
+			if cond.State() != conductor.StateReady {
+				continue
+			}
+			if r, err := cond.EnsureReady(ctx); err == nil && r.Generation != gen {
+				gen = r.Generation
+				advertise(r)
+				fmt.Fprintf(stderr, "engine restarted at %s\n", r.URL)
+			}
 		}
-		crashes = append(crashes, time.Now())
-		if len(crashes) >= 3 && time.Since(crashes[len(crashes)-3]) < time.Minute {
-			return fmt.Errorf("serve: llama-server crashed 3 times within a minute; last: %w", conn.server.Err())
-		}
-		if err := conn.recover(ctx, nil, "", stderr); err != nil {
-			return err
-		}
-		st.PID = conn.server.PID()
-		b, _ := json.MarshalIndent(st, "", "  ")
-		_ = os.WriteFile(path, b, 0o644)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/visorhq/visor/agent/webui"
+	"github.com/visorhq/visor/frontend/web"
 	"github.com/visorhq/visor/internal/httpguard"
 )
 
@@ -33,20 +33,16 @@ func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if err := httpguard.CheckListen("web chat", *addr, key, serveKeyHint); err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	rt, closeRT, err := openRuntime(ctx, t, stderr, logger)
+	t.agentName = "web"
+	a, err := openApp(ctx, t, stderr, logger)
 	if err != nil {
 		return err
 	}
-	defer closeRT()
-	a, err := rt.opts.build(rt.conn, logger)
-	if err != nil {
+	defer a.close()
+	if err := a.ensureEngine(ctx); err != nil {
 		return err
 	}
-	cfg := webui.Config{Agent: a, Logger: logger, APIKey: key, KeyHint: serveKeyHint}
-	if rt.store != nil {
-		cfg.Store = rt.store // only a real store: a nil *memory.Store in the interface would look like one
-	}
-	ui, err := webui.New(cfg)
+	ui, err := web.New(web.Config{Sessions: a.svc, Logger: logger, APIKey: key, KeyHint: serveKeyHint})
 	if err != nil {
 		return err
 	}

@@ -13,48 +13,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 )
 
-// Runner runs one user turn; *agent.Agent implements it.
-type Runner = agent.Runner
-
-// Store is what sessions need from memory; *memory.Store implements it.
-type Store interface {
-	agent.TurnStore
-	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
-	ResolveSessionID(ctx context.Context, prefix string) (string, error)
-	Messages(ctx context.Context, sessionID string) ([]memory.Message, error)
-}
-
 // Config sets up a Server. Runner is required; the rest have defaults.
 type Config struct {
-	Runner Runner
-	// Store, when set, keeps each call as a session that a later call may continue with "session".
-	Store Store
+	// Sessions runs the calls; a stored service lets a later call continue a session with "session".
+	Sessions *session.Service
 	// ToolName is the one tool's name; default "ask".
 	ToolName string
 	// Description tells the calling model what the agent can do; the default is generic.
 	Description string
 	// Name and Version identify the server to clients; defaults "visor" and "dev".
 	Name, Version string
-	// Agent and Model label stored sessions (memory.Session.Agent, .Model); Agent defaults to "mcp".
-	Agent, Model string
-	// NoVision says the model cannot see images, so calls with images are refused with a message saying so
-	// instead of failing inside the engine.
-	NoVision bool
-	// MaxImageBytes bounds each decoded image; default 20 MiB.
-	MaxImageBytes int
 	Logger        *slog.Logger
 }
 
@@ -87,20 +66,12 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	srv    *sdk.Server
-
-	mu       sync.Mutex
-	sessions map[string]*sessionLock
-}
-
-type sessionLock struct {
-	mu    sync.Mutex
-	users int
 }
 
 // New builds the server and registers its tool.
 func New(cfg Config) (*Server, error) {
-	if cfg.Runner == nil {
-		return nil, errors.New("mcpserver: Config.Runner is nil: pass the agent that answers prompts")
+	if cfg.Sessions == nil {
+		return nil, errors.New("mcpserver: Config.Sessions is nil: pass the session service that answers prompts")
 	}
 	if cfg.ToolName == "" {
 		cfg.ToolName = "ask"
@@ -112,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Description == "" {
 		cfg.Description = "Ask a local visor agent to do a task or answer a question. It may use its own tools " +
 			"before answering; the result is its final answer."
-		if cfg.Store != nil {
+		if cfg.Sessions.Stored() {
 			cfg.Description += " Pass the returned session id as \"session\" to continue the same conversation."
 		}
 	}
@@ -122,13 +93,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	if cfg.Agent == "" {
-		cfg.Agent = "mcp"
-	}
-	if cfg.MaxImageBytes <= 0 {
-		cfg.MaxImageBytes = 20 << 20
-	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, sessions: map[string]*sessionLock{}}
+	s := &Server{cfg: cfg, logger: cfg.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -146,54 +111,51 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 	if strings.TrimSpace(in.Prompt) == "" {
 		return nil, AskOutput{}, errors.New(`"prompt" is empty: put the task or question for the agent in "prompt"`)
 	}
-	user := agent.Message{Role: "user", Content: in.Prompt}
-	if len(in.Images) > 0 && s.cfg.NoVision {
-		return nil, AskOutput{}, errors.New(`this agent's model cannot see images: leave "images" out and describe ` +
-			`the picture in "prompt"`)
-	}
-	for i, im := range in.Images {
-		img, err := s.decodeImage(i, im)
-		if err != nil {
-			return nil, AskOutput{}, err
-		}
-		user.Images = append(user.Images, img)
-	}
-	if in.Session != "" && s.cfg.Store == nil {
+	svc := s.cfg.Sessions
+	if in.Session != "" && !svc.Stored() {
 		return nil, AskOutput{}, fmt.Errorf(`"session" %q given, but this server keeps no sessions (started without a `+
 			`database): leave "session" out`, in.Session)
 	}
-
-	var history []agent.Message
-	var sessionID string
-	var store agent.TurnStore
-	if s.cfg.Store != nil {
-		store = s.cfg.Store
-		var err error
-		if sessionID, history, err = s.openSession(ctx, in.Session, in.Prompt); err != nil {
-			return nil, AskOutput{}, err
-		}
-		unlock := s.lock(sessionID)
-		defer unlock()
+	conv, err := svc.Open(ctx, session.OpenOptions{Resume: in.Session, Title: in.Prompt})
+	if err != nil {
 		if in.Session != "" {
-			// Read again under the lock: a call on the same session may have just finished.
-			if _, history, err = s.openSession(ctx, sessionID, ""); err != nil {
-				return nil, AskOutput{}, err
-			}
+			return nil, AskOutput{}, fmt.Errorf(`"session" %q: %w; leave "session" out to start a new one`, in.Session, err)
 		}
+		return nil, AskOutput{}, err
 	}
-
+	defer conv.Close()
+	var imgs []tools.Image
+	for i, im := range in.Images {
+		data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(im.Data))
+		if err != nil {
+			return nil, AskOutput{}, fmt.Errorf("images[%d].data is not valid base64 (%v): send the image file's bytes in "+
+				"standard base64, without a data: URL prefix", i, err)
+		}
+		img, err := conv.CheckImage(data)
+		if err != nil {
+			return nil, AskOutput{}, fmt.Errorf("images[%d]: %w", i, err)
+		}
+		imgs = append(imgs, img)
+	}
 	progress := newProgress(ctx, req)
 	calls := 0
-	// RunStored writes steps and closes the turn on contexts that outlive a client's cancel, so a stopped run
+	// The session writes steps and closes the turn on contexts that outlive a client's cancel, so a stopped run
 	// keeps what it did and is marked, not left open.
-	f, _, storeErr := agent.RunStored(ctx, s.cfg.Runner, store, sessionID, history, user, func(ev agent.Event) {
+	turn, runErr := conv.Turn(ctx, in.Prompt, imgs, func(ev agent.Event) {
 		if _, ok := ev.(agent.ToolCallStarted); ok {
 			calls++
 		}
 		progress.event(ev)
 	})
-	if storeErr != nil {
-		s.logger.Error("storing the MCP session failed", "session", sessionID, "err", storeErr)
+	f, sessionID := turn.Finished, ""
+	if svc.Stored() {
+		sessionID = turn.SessionID
+	}
+	if runErr != nil && f.Err == nil {
+		// The answer stands; only keeping it failed.
+		s.logger.Error("storing the MCP session failed", "session", sessionID, "err", runErr)
+	} else if runErr != nil {
+		f.Err = runErr
 	}
 	if f.Err != nil {
 		msg := fmt.Sprintf("the agent stopped (%s) after %d steps: %v", f.Reason, f.Steps, f.Err)
@@ -213,75 +175,6 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 			sessionID, sessionID)})
 	}
 	return res, out, nil
-}
-
-func (s *Server) decodeImage(i int, im Image) (tools.Image, error) {
-	data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(im.Data))
-	if err != nil {
-		return tools.Image{}, fmt.Errorf("images[%d].data is not valid base64 (%v): send the image file's bytes in "+
-			"standard base64, without a data: URL prefix", i, err)
-	}
-	if len(data) == 0 {
-		return tools.Image{}, fmt.Errorf("images[%d].data is empty: send the image file's bytes in base64", i)
-	}
-	if len(data) > s.cfg.MaxImageBytes {
-		return tools.Image{}, fmt.Errorf("images[%d] is %d bytes, more than the %d this server accepts: send a smaller image",
-			i, len(data), s.cfg.MaxImageBytes)
-	}
-	detected := http.DetectContentType(data)
-	if !strings.HasPrefix(detected, "image/") {
-		return tools.Image{}, fmt.Errorf("images[%d] is not an image (the bytes look like %s): send a PNG, JPEG, GIF or WebP file",
-			i, detected)
-	}
-	// The caller's type wins for formats the sniffer does not know (it is only a guess), but not when it
-	// claims something other than an image.
-	mime := im.MIME
-	if !strings.HasPrefix(mime, "image/") {
-		mime = detected
-	}
-	return tools.Image{MIME: mime, Data: data}, nil
-}
-
-// openSession continues a stored session (id may be a unique prefix) or creates one titled after the prompt.
-func (s *Server) openSession(ctx context.Context, id, prompt string) (string, []agent.Message, error) {
-	st := s.cfg.Store
-	if id == "" {
-		sess, err := st.CreateSession(ctx, memory.Session{Title: title(prompt), Agent: s.cfg.Agent, Model: s.cfg.Model})
-		if err != nil {
-			return "", nil, fmt.Errorf("create session: %w", err)
-		}
-		return sess.ID, nil, nil
-	}
-	full, err := st.ResolveSessionID(ctx, id)
-	if err != nil {
-		return "", nil, fmt.Errorf(`"session" %q: %w; leave "session" out to start a new one`, id, err)
-	}
-	msgs, err := st.Messages(ctx, full)
-	if err != nil {
-		return "", nil, fmt.Errorf("session %s: %w", full, err)
-	}
-	return full, agent.Resumable(msgs), nil
-}
-
-// lock serialises calls on one session: two runs appending to the same history would interleave their steps.
-func (s *Server) lock(id string) (unlock func()) {
-	s.mu.Lock()
-	l := s.sessions[id]
-	if l == nil {
-		l = &sessionLock{}
-		s.sessions[id] = l
-	}
-	l.users++
-	s.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		s.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(s.sessions, id)
-		}
-		s.mu.Unlock()
-	}
 }
 
 func title(prompt string) string {

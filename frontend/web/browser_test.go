@@ -1,4 +1,4 @@
-package webui_test
+package web_test
 
 import (
 	"context"
@@ -12,11 +12,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/agent/webui"
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/tools"
+	"github.com/visorhq/visor/frontend/web"
 )
 
 // TestPageInRealBrowser uses the page as a person would, in headless Chromium: pick a screenshot, type a
@@ -28,11 +26,7 @@ func TestPageInRealBrowser(t *testing.T) {
 		t.Skip("no chromium on PATH (apt-get install chromium) to drive the page")
 	}
 	srv := enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1})
-	a, err := agent.New(agent.Config{Model: srv.Client(), Tools: tools.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ui, err := webui.New(webui.Config{Agent: a})
+	ui, err := web.New(web.Config{Sessions: realService(t, srv, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package webui_test
+package web_test
 
 import (
 	"bufio"
@@ -15,12 +15,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/agent/webui"
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/frontend/web"
 	"github.com/visorhq/visor/memory"
-	"github.com/visorhq/visor/tools"
 )
 
 func screenshot(t *testing.T) []byte {
@@ -103,16 +101,12 @@ func readEvents(t *testing.T, r io.Reader) []sseEvent {
 // the turn streams as events and is stored.
 func TestChatWithScreenshot(t *testing.T) {
 	srv := enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1})
-	a, err := agent.New(agent.Config{Model: srv.Client(), Tools: tools.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store, err := memory.Open(context.Background(), filepath.Join(t.TempDir(), "v.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ui, err := webui.New(webui.Config{Agent: a, Store: store})
+	ui, err := web.New(web.Config{Sessions: realService(t, srv, store)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +170,7 @@ func TestChatWithScreenshot(t *testing.T) {
 }
 
 func TestBadRequestsSayWhatToDo(t *testing.T) {
-	ui, err := webui.New(webui.Config{Agent: noAgent{}})
+	ui, err := web.New(web.Config{Sessions: fakeService(t, &recordingAgent{}, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +187,7 @@ func TestBadRequestsSayWhatToDo(t *testing.T) {
 		status           int
 		want             string
 	}{
-		{base + "/attach", "image/png", "just text", http.StatusUnsupportedMediaType, "not a PNG"},
+		{base + "/attach", "image/png", "just text", http.StatusUnsupportedMediaType, "PNG, JPEG, GIF or BMP"},
 		{base + "/attach", "image/png", "", http.StatusBadRequest, "empty attachment"},
 		{base + "/send", "application/json", `{"text": "  "}`, http.StatusBadRequest, "as JSON"},
 		{hs.URL + "/api/sessions/nope/send", "application/json", `{"text":"hi"}`, http.StatusNotFound, "POST /api/sessions"},
@@ -210,6 +204,3 @@ func TestBadRequestsSayWhatToDo(t *testing.T) {
 		t.Errorf("non-loopback address accepted: %v", err)
 	}
 }
-
-// noAgent is for requests refused before the agent is reached.
-type noAgent struct{ webui.Agent }

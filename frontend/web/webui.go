@@ -1,8 +1,9 @@
-// Package webui serves a browser chat with screenshots over a visor agent: paste or drop an image and the server
-// has the engine encode it at once (Agent.Prefill), while the question is still being typed; answers, tool calls
-// and tool results stream back as server-sent events from the agent's event stream. It listens on loopback only
-// and keeps sessions in memory's store when one is given. It does not build the agent or start the engine.
-package webui
+// Package web serves a browser chat with screenshots over visor's session service: paste or drop an image and
+// the session has the engine encode it at once, while the question is still being typed; answers, tool calls and
+// tool results stream back as server-sent events from the agent's event stream. It listens on loopback only
+// (unless an API key is set) and guards every request (internal/httpguard). Conversations, image intake,
+// storage and the engine are the session service's: this package only speaks HTTP.
+package web
 
 import (
 	"context"
@@ -19,11 +20,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
-	"github.com/visorhq/visor/memory"
-	"github.com/visorhq/visor/tools"
+	"github.com/visorhq/visor/session"
 )
 
 //go:embed index.html
@@ -40,37 +39,19 @@ const (
 	DefaultSessionIdle         = 30 * time.Minute
 )
 
-// Agent is what the UI needs from the agent; *agent.Agent implements it.
-type Agent interface {
-	Run(ctx context.Context, history []agent.Message, user agent.Message, emit func(agent.Event)) agent.Finished
-	Prefill(ctx context.Context, history []agent.Message, user agent.Message) (*engine.Timings, error)
-}
-
-// Store keeps conversations; *memory.Store implements it. Nil keeps them in this process only.
-type Store interface {
-	agent.TurnStore
-	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
-}
-
 // Config sets up a Server.
 type Config struct {
-	Agent  Agent
-	Store  Store // optional
-	Name   string
-	Logger *slog.Logger
+	Sessions *session.Service
+	Name     string
+	Logger   *slog.Logger
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on every request, and lets ListenAndServe use
 	// a non-loopback address. KeyHint says how the user sets it, for the error when it is missing.
 	APIKey, KeyHint string
 	// AllowedHosts and AllowedOrigins extend the loopback-only Host and same-origin checks (see httpguard).
 	AllowedHosts, AllowedOrigins []string
-	// MaxImageBytes bounds one attached image; default images.DefaultMaxBytes (20 MiB).
+	// MaxImageBytes bounds one request body (an attached image); default images.DefaultMaxBytes (20 MiB). The
+	// image policy itself (formats, pixels, images per message and per chat) is the session service's.
 	MaxImageBytes int
-	// MaxImagesPerMessage bounds the images attached to one message; default DefaultMaxImagesPerMessage.
-	MaxImagesPerMessage int
-	// MaxSessionImages bounds the image bytes one chat holds (its history and its pending attachments), since
-	// every image of the conversation stays in memory and is sent again with each turn; default
-	// DefaultMaxSessionImages.
-	MaxSessionImages int
 	// MaxSessions bounds the chats kept in memory; the least recently used idle one is dropped for a new one.
 	// Default DefaultMaxSessions.
 	MaxSessions int
@@ -87,10 +68,10 @@ type Server struct {
 	handler http.Handler
 
 	mu       sync.Mutex
-	sessions map[string]*session
+	sessions map[string]*chat
 }
 
-type session struct {
+type chat struct {
 	id     string
 	token  string             // the page that created it; only that page may use it
 	ctx    context.Context    // ends when the session is dropped, stopping its prefill
@@ -98,29 +79,19 @@ type session struct {
 	used   time.Time          // guarded by Server.mu
 	busy   int                // requests in flight; guarded by Server.mu
 
-	mu         sync.Mutex // one turn at a time; guards the fields below
-	history    []agent.Message
-	imageBytes int // in history and pending
-	pending    []tools.Image
-	prefill    chan struct{} // closed when the running prefill chain has caught up with pending; nil when idle
+	conv *session.Session
 }
 
 // New returns the chat server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Agent == nil {
-		return nil, errors.New("webui: Config.Agent is nil")
+	if cfg.Sessions == nil {
+		return nil, errors.New("web: Config.Sessions is nil: pass the session service")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxImageBytes <= 0 {
 		cfg.MaxImageBytes = images.DefaultMaxBytes
-	}
-	if cfg.MaxImagesPerMessage <= 0 {
-		cfg.MaxImagesPerMessage = DefaultMaxImagesPerMessage
-	}
-	if cfg.MaxSessionImages <= 0 {
-		cfg.MaxSessionImages = DefaultMaxSessionImages
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
@@ -136,12 +107,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	guard, err := httpguard.New(httpguard.Config{Name: "web chat", APIKey: cfg.APIKey, KeyHint: cfg.KeyHint,
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, PageToken: true,
-		BodyTypes:    []string{"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"},
+		BodyTypes:    []string{"image/png", "image/jpeg", "image/gif", "image/bmp", "image/webp", "application/octet-stream"},
 		MaxBodyBytes: int64(max(cfg.MaxImageBytes, 1<<20))})
 	if err != nil {
 		return nil, fmt.Errorf("webui: %w", err)
 	}
-	s := &Server{cfg: cfg, guard: guard, sessions: map[string]*session{}}
+	s := &Server{cfg: cfg, guard: guard, sessions: map[string]*chat{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("POST /api/sessions", s.newSession)
@@ -201,18 +172,14 @@ func (s *Server) newSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	sess := &session{token: s.guard.Token(r), ctx: ctx, cancel: cancel}
-	if s.cfg.Store != nil {
-		st, err := s.cfg.Store.CreateSession(r.Context(), memory.Session{Title: "web chat " + time.Now().Format("2006-01-02 15:04"), Agent: "web"})
-		if err != nil {
-			cancel()
-			httpError(w, http.StatusInternalServerError, "create session: %v", err)
-			return
-		}
-		sess.id = st.ID
-	} else {
-		sess.id = fmt.Sprintf("local-%d", time.Now().UnixNano())
+	sess := &chat{token: s.guard.Token(r), ctx: ctx, cancel: cancel}
+	conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{Title: "web chat " + time.Now().Format("2006-01-02 15:04")})
+	if err != nil {
+		cancel()
+		httpError(w, http.StatusInternalServerError, "create session: %v", err)
+		return
 	}
+	sess.conv, sess.id = conv, conv.ID()
 	s.mu.Lock()
 	sess.used = s.cfg.Now()
 	s.sessions[sess.id] = sess
@@ -227,7 +194,7 @@ func (s *Server) makeRoom() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	var lru *session
+	var lru *chat
 	for id, sess := range s.sessions {
 		if sess.busy > 0 {
 			continue
@@ -251,14 +218,15 @@ func (s *Server) makeRoom() bool {
 }
 
 // drop forgets a chat (its stored turns stay in the store). Called with s.mu held.
-func (s *Server) drop(id string, sess *session, why string) {
+func (s *Server) drop(id string, sess *chat, why string) {
 	delete(s.sessions, id)
 	sess.cancel()
+	go sess.conv.Close()
 	s.cfg.Logger.Info("web chat dropped from memory", "session", id, "why", why)
 }
 
 // acquire finds the session of r and marks it busy; release undoes that. It writes the refusal itself.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*session, func()) {
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*chat, func()) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -304,89 +272,22 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "empty attachment: send the image file's bytes as the request body")
 		return
 	}
-	mime := http.DetectContentType(data)
-	switch mime {
-	case "image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp":
-	default:
-		httpError(w, http.StatusUnsupportedMediaType, "the attachment is %s, not a PNG, JPEG, GIF or WebP image", mime)
+	im, err := sess.conv.Attach(sess.ctx, data)
+	if err != nil {
+		status := http.StatusUnprocessableEntity
+		switch {
+		case errors.Is(err, session.ErrNoVision):
+			status = http.StatusConflict
+		case errors.Is(err, images.ErrTooLarge), errors.Is(err, images.ErrTooBig), errors.Is(err, session.ErrLimit):
+			status = http.StatusRequestEntityTooLarge
+		case errors.Is(err, images.ErrNotImage):
+			status = http.StatusUnsupportedMediaType
+		}
+		httpError(w, status, "%v", err)
 		return
 	}
-	sess.mu.Lock()
-	if n := len(sess.pending); n >= s.cfg.MaxImagesPerMessage {
-		sess.mu.Unlock()
-		httpError(w, http.StatusRequestEntityTooLarge, "this message already has %d images, the most one message may carry: "+
-			"send it, then attach more to the next one", n)
-		return
-	}
-	if total := sess.imageBytes + len(data); total > s.cfg.MaxSessionImages {
-		held := sess.imageBytes
-		sess.mu.Unlock()
-		httpError(w, http.StatusRequestEntityTooLarge, "this chat already holds %d MiB of images and this one would pass its "+
-			"%d MiB limit (every image stays in the conversation): start a new chat (reload the page)",
-			held>>20, s.cfg.MaxSessionImages>>20)
-		return
-	}
-	sess.imageBytes += len(data)
-	sess.pending = append(sess.pending, tools.Image{MIME: mime, Data: data})
-	n := len(sess.pending)
-	s.startPrefill(sess)
-	sess.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"attached": n, "bytes": len(data), "mime": mime})
-}
-
-// startPrefill has the engine encode the pending images while the user types. At most one prefill per chat
-// runs: images attached while it runs are taken by one more prefill after it, so a burst of N attachments
-// costs two requests, not N requests each carrying every image so far. (Each request still carries the images
-// before the new ones, since a prompt is sent whole; the server's cache keeps those from being encoded again.)
-// Called with sess.mu held.
-func (s *Server) startPrefill(sess *session) {
-	if sess.prefill != nil {
-		return // the running chain sees the new image when its current request returns
-	}
-	done := make(chan struct{})
-	sess.prefill = done
-	go func() {
-		defer close(done)
-		sent := 0
-		for {
-			sess.mu.Lock()
-			if len(sess.pending) == sent || sess.ctx.Err() != nil {
-				sess.prefill = nil
-				sess.mu.Unlock()
-				return
-			}
-			sent = len(sess.pending)
-			history := append([]agent.Message(nil), sess.history...)
-			user := agent.Message{Role: "user", Images: append([]tools.Image(nil), sess.pending...)}
-			sess.mu.Unlock()
-			// The answer waits for this (send), so the two never race for a slot.
-			if _, err := s.cfg.Agent.Prefill(sess.ctx, history, user); err != nil {
-				s.cfg.Logger.Warn("prefill failed; the images will be encoded with the question", "err", err)
-			}
-		}
-	}()
-}
-
-// waitPrefill waits for the session's prefill chain to finish. Called with sess.mu held; it lets go of it
-// while waiting so the chain can read the pending images.
-func imageBytes(msgs []agent.Message) int {
-	n := 0
-	for _, m := range msgs {
-		for _, im := range m.Images {
-			n += len(im.Data)
-		}
-	}
-	return n
-}
-
-func (sess *session) waitPrefill() {
-	for sess.prefill != nil {
-		done := sess.prefill
-		sess.mu.Unlock()
-		<-done
-		sess.mu.Lock()
-	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"attached": sess.conv.Pending(), "bytes": len(data), "mime": im.MIME})
 }
 
 // send runs one turn for {"text": …} with the attached images and streams its events as server-sent events.
@@ -408,11 +309,6 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	sess.waitPrefill()
-	user := agent.Message{Role: "user", Content: in.Text, Images: sess.pending}
-	sess.pending = nil
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	event := func(kind string, v any) {
@@ -420,11 +316,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
 		flusher.Flush()
 	}
-	var store agent.TurnStore
-	if s.cfg.Store != nil {
-		store = s.cfg.Store
-	}
-	f, added, storeErr := agent.RunStored(r.Context(), s.cfg.Agent, store, sess.id, sess.history, user, func(ev agent.Event) {
+	res, err := sess.conv.Turn(r.Context(), in.Text, nil, func(ev agent.Event) {
 		switch e := ev.(type) {
 		case agent.Token:
 			event("token", map[string]string{"text": e.Text})
@@ -432,6 +324,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			event("reasoning", map[string]string{"text": e.Text})
 		case agent.ImagesPending:
 			event("images", map[string]int{"count": e.Count})
+		case agent.Notice:
+			event("notice", map[string]string{"text": e.Text})
 		case agent.ToolCallStarted:
 			event("call", map[string]any{"name": e.Call.Name, "arguments": e.Call.Arguments})
 		case agent.ToolCallFinished:
@@ -439,14 +333,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 				"images": len(e.Result.Images), "ms": e.Duration.Milliseconds()})
 		}
 	})
-	sess.history = append(sess.history, added...)
-	// Tool results (a screenshot tool, view_image) add images too: they count against the chat's bound.
-	sess.imageBytes = imageBytes(sess.history)
-	done := map[string]any{"reason": f.Reason, "steps": f.Steps}
+	f := res.Finished
+	done := map[string]any{"reason": f.Reason, "steps": f.Steps, "session": res.SessionID}
 	if t := f.Final.Timings; t != nil {
 		done["tokens_per_second"], done["cached_tokens"], done["prompt_tokens"] = t.PredictedPerSecond, t.CacheN, t.PromptN
 	}
-	if err := errors.Join(f.Err, storeErr); err != nil {
+	if err != nil {
 		done["error"] = err.Error()
 	}
 	event("done", done)

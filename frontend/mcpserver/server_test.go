@@ -16,23 +16,29 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/agent/mcpserver"
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/frontend/mcpserver"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 )
 
-// realAgent is a real agent on the tiny model (with its vision projector, so images are accepted).
-func realAgent(t *testing.T, reg *tools.Registry) *agent.Agent {
+// realService is the session service over a real agent on the tiny model (with its vision projector, so images
+// are accepted); store may be nil.
+func realService(t *testing.T, reg *tools.Registry, store *memory.Store, tune func(*session.Config)) *session.Service {
 	t.Helper()
 	srv := enginetest.Tiny(t, true, llamacpp.Config{})
-	a, err := agent.New(agent.Config{Model: srv.Client(), Tools: reg, MaxSteps: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return testkit.Service(t, srv, store, func(c *session.Config) {
+		if reg != nil {
+			c.Agent.Tools = reg
+		}
+		c.Agent.MaxSteps, c.AgentName = 4, "mcp"
+		if tune != nil {
+			tune(c)
+		}
+	})
 }
 
 // client connects a real go-sdk client to s in-process; progress messages go to the returned channel.
@@ -110,7 +116,7 @@ func TestAskRunsTheAgentAndReportsToolCalls(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	s, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, reg)})
+	s, err := mcpserver.New(mcpserver.Config{Sessions: realService(t, reg, nil, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +168,7 @@ func TestAskRunsTheAgentAndReportsToolCalls(t *testing.T) {
 }
 
 func TestAskErrorsAreToolErrors(t *testing.T) {
-	s, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil)})
+	s, err := mcpserver.New(mcpserver.Config{Sessions: realService(t, nil, nil, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +184,7 @@ func TestAskErrorsAreToolErrors(t *testing.T) {
 			[]string{"images[0].data is not valid base64", "standard base64"}},
 		{"not an image", map[string]any{"prompt": "look", "images": []map[string]any{
 			{"data": base64.StdEncoding.EncodeToString([]byte("plain text, not pixels"))}}},
-			[]string{"images[0] is not an image", "text/plain"}},
+			[]string{"images[0]: not an image", "text/plain", "PNG, JPEG, GIF or BMP"}},
 		{"session without store", map[string]any{"prompt": "hi", "session": "abc"}, []string{"keeps no sessions"}},
 	} {
 		res := ask(t, cs, tc.args)
@@ -196,17 +202,17 @@ func TestAskErrorsAreToolErrors(t *testing.T) {
 	if res := ask(t, cs, map[string]any{"prompt": "hello"}); res.IsError || text(res, 0) != "Hi!" {
 		t.Fatalf("after errors: %q", text(res, 0))
 	}
-	blind, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil), NoVision: true})
+	blind, err := mcpserver.New(mcpserver.Config{Sessions: realService(t, nil, nil, func(c *session.Config) { c.Vision = session.VisionNo })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bcs, _ := client(t, blind)
 	res := ask(t, bcs, map[string]any{"prompt": "look", "images": []map[string]any{
 		{"data": base64.StdEncoding.EncodeToString(pngBytes(t))}}})
-	if !res.IsError || !strings.Contains(text(res, 0), "cannot see images") {
+	if !res.IsError || !strings.Contains(text(res, 0), "no vision projector") {
 		t.Fatalf("image for a model without vision: %q", text(res, 0))
 	}
-	if _, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil), ToolName: "bad name"}); err == nil {
+	if _, err := mcpserver.New(mcpserver.Config{Sessions: realService(t, nil, nil, nil), ToolName: "bad name"}); err == nil {
 		t.Fatal("a tool name with a space was accepted")
 	}
 }
@@ -218,7 +224,7 @@ func TestSessionsAreStoredAndContinued(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	s, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil), Store: store, Model: "tiny"})
+	s, err := mcpserver.New(mcpserver.Config{Sessions: realService(t, nil, store, func(c *session.Config) { c.Model = "tiny" })})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +262,7 @@ func TestSessionsAreStoredAndContinued(t *testing.T) {
 }
 
 func TestStreamableHTTPOnLoopbackOnly(t *testing.T) {
-	s, err := mcpserver.New(mcpserver.Config{Runner: realAgent(t, nil)})
+	s, err := mcpserver.New(mcpserver.Config{Sessions: realService(t, nil, nil, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

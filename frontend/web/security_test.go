@@ -1,4 +1,4 @@
-package webui_test
+package web_test
 
 import (
 	"bytes"
@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/agent/webui"
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/frontend/web"
+	"github.com/visorhq/visor/session"
 )
 
 // recordingAgent stands in for the agent where the test is about which requests the chat lets through and
@@ -106,7 +107,7 @@ func newChat(t *testing.T, base, token string) string {
 // or through DNS rebinding (the attacker's name resolves to 127.0.0.1, so the browser sends Host: evil.example).
 func TestWebRefusesOtherSitesAndRebinding(t *testing.T) {
 	a := &recordingAgent{}
-	ui, err := webui.New(webui.Config{Agent: a})
+	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func port(u string) string {
 }
 
 func TestWebNeedsAKeyOffLoopback(t *testing.T) {
-	ui, err := webui.New(webui.Config{Agent: &recordingAgent{}, KeyHint: "export VISOR_SERVE_KEY=KEY"})
+	ui, err := web.New(web.Config{Sessions: fakeService(t, &recordingAgent{}, nil), KeyHint: "export VISOR_SERVE_KEY=KEY"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestWebNeedsAKeyOffLoopback(t *testing.T) {
 			t.Errorf("%s without a key: %v", addr, err)
 		}
 	}
-	keyed, err := webui.New(webui.Config{Agent: &recordingAgent{}, APIKey: "k3y"})
+	keyed, err := web.New(web.Config{Sessions: fakeService(t, &recordingAgent{}, nil), APIKey: "k3y"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +191,9 @@ func TestWebBoundsAttachmentsAndChats(t *testing.T) {
 	var clock sync.Mutex
 	a := &recordingAgent{}
 	shot := screenshot(t)
-	ui, err := webui.New(webui.Config{Agent: a, MaxImagesPerMessage: 2, MaxSessionImages: 3*len(shot) + 10,
-		MaxSessions: 2, SessionIdle: time.Hour, MaxImageBytes: 4 << 10,
+	ui, err := web.New(web.Config{Sessions: fakeService(t, a, func(c *session.Config) {
+		c.MaxPendingImages, c.MaxSessionImageBytes = 2, int64(3*len(shot)+10)
+	}), MaxSessions: 2, SessionIdle: time.Hour, MaxImageBytes: 4 << 10,
 		Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +223,7 @@ func TestWebBoundsAttachmentsAndChats(t *testing.T) {
 		t.Fatalf("attach on the next message: %d %s", status, body)
 	}
 	// The chat now holds 3 images, its total bound: the next one is refused whatever message it is for.
-	if status, body := attach(id, shot); status != 413 || !strings.Contains(body, "start a new chat") {
+	if status, body := attach(id, shot); status != 413 || !strings.Contains(body, "start a new session") {
 		t.Fatalf("past the chat's total: %d %s", status, body)
 	}
 
@@ -250,7 +252,7 @@ func TestWebBoundsAttachmentsAndChats(t *testing.T) {
 // more prefill for the two that came meanwhile, not one per attachment each carrying everything so far.
 func TestWebCoalescesPrefills(t *testing.T) {
 	a := &recordingAgent{gate: make(chan struct{})}
-	ui, err := webui.New(webui.Config{Agent: a})
+	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

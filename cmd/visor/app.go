@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/tools"
+)
+
+// app is what a command needs to run agents: the session service over the engine conductor, the store (nil with
+// --no-store) and the tools. close releases whatever was opened, also after a failed openApp.
+type app struct {
+	svc     *session.Service
+	cond    *conductor.Conductor
+	store   *memory.Store
+	limits  images.Limits
+	closers []func()
+}
+
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// openApp checks every flag, then opens the store, builds the tools (connecting MCP servers) and sets up the
+// engine conductor and session service, in that order, so a mistake is reported before anything loads. The
+// engine itself starts on the first request (or ensureEngine).
+func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger) (a *app, err error) {
+	if err := t.validate(); err != nil {
+		return nil, err
+	}
+	a = &app{}
+	defer func() {
+		if err != nil {
+			a.close()
+			a = nil
+		}
+	}()
+	vision := session.VisionUnknown
+	if t.engine.endpoint == "" {
+		vision = session.VisionNo
+		if t.engine.mmproj != "" {
+			vision = session.VisionYes
+		}
+	}
+	var searcher memory.Searcher
+	if !t.noStore {
+		if a.store, err = openStore(ctx, t.db); err != nil {
+			return a, err
+		}
+		st := a.store
+		a.closers = append(a.closers, func() { _ = st.Close() })
+		searcher = st
+	}
+	reg, closeTools, err := t.toolFlags.registry(ctx, logger, searcher)
+	if err != nil {
+		return a, err
+	}
+	a.closers = append(a.closers, closeTools)
+	format, err := toolcall.ParseFormat(t.toolFlags.format)
+	if err != nil {
+		return a, fmt.Errorf("--tool-format: %w", err)
+	}
+	var svc *session.Service
+	a.cond = conductor.New(conductor.Config{Launch: launcher(t.engine, stderr, logger), APIKey: t.engine.apiKey,
+		Logger: logger, OnEvent: func(ev conductor.Event) {
+			switch ev.Kind {
+			case conductor.EventCrashed:
+				fmt.Fprintf(stderr, "the engine crashed: %v\n", ev.Err)
+			case conductor.EventRestarting:
+				fmt.Fprintln(stderr, "restarting it …")
+			}
+			if svc != nil {
+				svc.RecordEngineEvent(ev)
+			}
+		}})
+	cond := a.cond
+	a.closers = append(a.closers, func() { _ = cond.Close(context.Background()) })
+	cfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: modelLabel(t.engine),
+		Logger: logger, Images: a.limits,
+		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
+			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
+	if a.store != nil {
+		cfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
+	}
+	if svc, err = session.New(cfg); err != nil {
+		return a, err
+	}
+	a.svc = svc
+	return a, nil
+}
+
+// ensureEngine starts the engine now, for commands that serve many requests (chat, web, mcp serve), so a model
+// that cannot load fails at start instead of at the first message.
+func (a *app) ensureEngine(ctx context.Context) error {
+	if _, err := a.cond.EnsureReady(ctx); err != nil {
+		return fmt.Errorf("the engine: %w", err)
+	}
+	return nil
+}
+
+// readImage takes an image file in under the one intake policy, naming the file in every refusal.
+func (a *app) readImage(sess *session.Session, path string) (tools.Image, error) {
+	im, err := a.limits.ReadFile(expandHome(path))
+	if err != nil {
+		return tools.Image{}, fmt.Errorf("--image %s: %w", path, err)
+	}
+	img, err := sess.CheckImage(im.Data)
+	if err != nil {
+		return tools.Image{}, fmt.Errorf("--image %s: %w", path, err)
+	}
+	return img, nil
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}
+
+// launcher starts the engine for the conductor: an --endpoint or a `visor serve` engine is used as it is, a
+// model is started by the plan, and a restart after a crash comes back at the same address.
+func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.Launch {
+	var last *llamacpp.Server
+	return func(ctx context.Context, mode string) (conductor.Process, error) {
+		if e.endpoint != "" {
+			return conductor.Remote{Addr: e.endpoint}, nil
+		}
+		if last == nil {
+			if _, st, ok := findServed(ctx, e); ok {
+				fmt.Fprintf(stderr, "reusing the engine `visor serve` (pid %d) runs at %s\n", st.VisorPID, st.URL)
+				return conductor.Remote{Addr: st.URL}, nil
+			}
+		}
+		if last != nil {
+			srv, err := last.Restart(ctx)
+			if err != nil {
+				return nil, err
+			}
+			last = srv
+			return srv, nil
+		}
+		logDir := filepath.Join(llamacpp.InstallDir(), "logs")
+		_ = os.MkdirAll(logDir, 0o755)
+		cfg := llamacpp.Config{
+			Binary: e.server, ExtraArgs: e.extra, LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
+			OnState: func(s llamacpp.State) {
+				if s == llamacpp.StateLoading {
+					fmt.Fprintf(stderr, "loading %s …\n", filepath.Base(e.model))
+				}
+			},
+		}
+		srv, err := startEngine(ctx, e, cfg, stderr, logger)
+		if err != nil {
+			return nil, err
+		}
+		last = srv
+		return srv, nil
+	}
+}
+
+// modelLabel is what stored sessions record as their model.
+func modelLabel(ef engineFlags) string {
+	if ef.model != "" {
+		return filepath.Base(ef.model)
+	}
+	return engine.RedactURL(ef.endpoint)
+}
+
+// validate checks every value before anything is opened, naming the flag and the fix.
+func (t turn) validate() error {
+	e := t.engine
+	var errs []error
+	switch {
+	case e.endpoint != "" && e.model != "":
+		errs = append(errs, errors.New("--model and --endpoint both given: use --model to start llama-server, or --endpoint for a server already running"))
+	case e.endpoint == "" && e.model == "":
+		errs = append(errs, errors.New("no model: pass --model FILE.gguf (with --mmproj FILE.gguf for images) or --endpoint URL; `visor demo` runs without a model of your own"))
+	}
+	if e.model != "" {
+		if err := checkFile("--model", e.model, "the path of a GGUF model file"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.mmproj != "" {
+		if e.endpoint != "" {
+			errs = append(errs, errors.New("--mmproj with --endpoint: the running server has its own projector; drop --mmproj"))
+		} else if err := checkFile("--mmproj", e.mmproj, "the path of the model's vision projector GGUF (mmproj-*.gguf)"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.endpoint != "" {
+		if err := checkEndpoint(e.endpoint); err != nil {
+			errs = append(errs, err)
+		}
+	} else if _, err := llamacpp.Find(e.server); err != nil {
+		errs = append(errs, fmt.Errorf("llama-server: %w", err))
+	}
+	if e.ctx < 0 {
+		errs = append(errs, fmt.Errorf("--ctx %d: give a context size in tokens, or 0 for the model's default", e.ctx))
+	}
+	if e.parallel < 1 {
+		errs = append(errs, fmt.Errorf("--parallel %d: give 1 or more slots", e.parallel))
+	}
+	if e.plan != "auto" && e.plan != "off" {
+		errs = append(errs, fmt.Errorf("--plan %q: use auto or off", e.plan))
+	}
+	switch e.cacheType {
+	case "", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1":
+	default:
+		errs = append(errs, fmt.Errorf("--cache-type %q: use f16, q8_0 or q4_0 (or f32, bf16, q4_1, iq4_nl, q5_0, q5_1)", e.cacheType))
+	}
+	if t.maxSteps < 1 {
+		errs = append(errs, fmt.Errorf("--max-steps %d: give 1 or more model turns per message", t.maxSteps))
+	}
+	if t.maxTokens < 0 {
+		errs = append(errs, fmt.Errorf("--max-tokens %d: give a positive number of tokens, or 0 for the server's default", t.maxTokens))
+	}
+	if _, err := toolcall.ParseFormat(t.toolFlags.format); err != nil {
+		errs = append(errs, fmt.Errorf("--tool-format: %w", err))
+	}
+	if t.toolFlags.names != "" {
+		if st, err := os.Stat(t.toolFlags.workspace); err != nil || !st.IsDir() {
+			errs = append(errs, fmt.Errorf("--workspace %s: not a folder: give the folder the file tools may use", t.toolFlags.workspace))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkFile refuses a missing file, a folder, or a FIFO or device (which would block the load) at once.
+func checkFile(flagName, path, what string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s %s: no such file: give %s", flagName, path, what)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flagName, path, err)
+	case st.IsDir():
+		return fmt.Errorf("%s %s: is a folder: give %s", flagName, path, what)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s %s: not a regular file (%s): give %s", flagName, path, st.Mode().Type(), what)
+	}
+	return nil
+}
+
+func checkEndpoint(raw string) error {
+	if !strings.HasPrefix(raw, "http://") && !strings.HasPrefix(raw, "https://") {
+		return fmt.Errorf("--endpoint %s: give an http:// or https:// URL such as http://127.0.0.1:8080", engine.RedactURL(raw))
+	}
+	return nil
+}

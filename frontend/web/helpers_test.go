@@ -1,0 +1,18 @@
+package web_test
+
+import (
+	"testing"
+
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
+)
+
+func realService(t *testing.T, srv *llamacpp.Server, store *memory.Store) *session.Service {
+	return testkit.Service(t, srv, store, func(c *session.Config) { c.AgentName = "web" })
+}
+
+func fakeService(t *testing.T, a session.Agent, tune func(*session.Config)) *session.Service {
+	return testkit.FakeService(t, a, tune)
+}

@@ -1,0 +1,99 @@
+// Package testkit holds test helpers shared by visor's packages: an always-ready engine and a session service
+// over a real llama-server. It is for tests only (it imports testing).
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"sync"
+	"testing"
+
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/tools"
+)
+
+// FixedEngine is an engine that is always ready, for tests about the layers above the conductor.
+type FixedEngine struct{ R conductor.Ready }
+
+// EnsureReady implements session.Engine.
+func (e FixedEngine) EnsureReady(context.Context) (conductor.Ready, error) { return e.R, nil }
+
+// Recover implements session.Engine.
+func (e FixedEngine) Recover(context.Context) (conductor.Ready, error) { return e.R, nil }
+
+// ReadyOf is srv as the conductor reports a ready server.
+func ReadyOf(srv *llamacpp.Server) conductor.Ready {
+	return conductor.Ready{Client: srv.Client(), URL: srv.URL(), Process: srv, Generation: 1}
+}
+
+// Service is the session service over a real llama-server; store may be nil, tune may change the config.
+func Service(t testing.TB, srv *llamacpp.Server, store *memory.Store, tune func(*session.Config)) *session.Service {
+	t.Helper()
+	cfg := session.Config{Engine: FixedEngine{ReadyOf(srv)}, Agent: session.AgentConfig{Tools: tools.NewRegistry()},
+		Vision: session.VisionUnknown}
+	if store != nil {
+		cfg.Store = store
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	svc, err := session.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// FakeService runs turns with a stand-in agent, for tests about which requests a front end lets through.
+func FakeService(t testing.TB, a session.Agent, tune func(*session.Config)) *session.Service {
+	t.Helper()
+	cfg := session.Config{Engine: FixedEngine{conductor.Ready{Client: engine.NewClient("http://127.0.0.1:9", ""), Generation: 1}},
+		Vision:   session.VisionYes,
+		NewAgent: func(conductor.Ready, llamacpp.Props) (session.Agent, error) { return a, nil }}
+	if tune != nil {
+		tune(&cfg)
+	}
+	svc, err := session.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// PNG is a w×h PNG with varied pixels (so two sizes never share a cache entry).
+func PNG(t testing.TB, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 13)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// LockedBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
