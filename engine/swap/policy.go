@@ -457,7 +457,8 @@ func (s Scheduler) choose(o Observation) (Profile, string, bool) {
 	if o.Ready {
 		return "", "", false // an unforced relaunch now would only add to the waiting request
 	}
-	if o.LastRelaunch >= 0 && len(o.History)-o.LastRelaunch < s.minDwell() {
+	// The launch counts as a switch: a few steps must be seen before the first unforced relaunch too.
+	if len(o.History)-max(0, o.LastRelaunch) < s.minDwell() {
 		return "", "", false
 	}
 	best := s.best(o, costs)
@@ -469,6 +470,11 @@ func (s Scheduler) choose(o Observation) (Profile, string, bool) {
 		cur = costs[best] * 2 // cannot serve what is expected: treat as far slower, still priced below
 	}
 	delta := cur - costs[best]
+	if costs[o.Profile] != never {
+		// Judge the saving by its lower confidence bound: a few unlike steps (two screenshots, then long
+		// answers) are weak evidence, a run of like ones is strong.
+		delta = s.savingLowerBound(o, o.Profile, best)
+	}
 	if float64(delta) < 0.01*float64(cur) {
 		return "", "", false
 	}
@@ -483,6 +489,27 @@ func (s Scheduler) choose(o Observation) (Profile, string, bool) {
 		"%.1f× the relaunch's %s on the critical path (of %s, the rest hidden in the wait)", best,
 		delta.Round(time.Millisecond), o.Profile, gain.Round(time.Millisecond), horizon, s.hysteresis(),
 		exposed.Round(time.Millisecond), total.Round(time.Millisecond)), true
+}
+
+// savingLowerBound is the per-step saving of to over from, less one standard error: the weighted mean of the
+// samples' savings minus their spread over the square root of their effective number.
+func (s Scheduler) savingLowerBound(o Observation, from, to Profile) time.Duration {
+	var sw, sw2, sum, sum2 float64
+	for _, w := range s.samples(o) {
+		a, b := s.stepCost(from, w.r), s.stepCost(to, w.r)
+		if a == never || b == never || w.w <= 0 {
+			continue
+		}
+		d := float64(a - b)
+		sw, sw2, sum, sum2 = sw+w.w, sw2+w.w*w.w, sum+w.w*d, sum2+w.w*d*d
+	}
+	if sw == 0 {
+		return 0
+	}
+	mean := sum / sw
+	variance := max(0, sum2/sw-mean*mean)
+	neff := sw * sw / sw2
+	return time.Duration(mean - math.Sqrt(variance/neff))
 }
 
 // Reactive is the fork's own behaviour, the baseline: start in the engine's preferred profile, never prefill
