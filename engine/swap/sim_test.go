@@ -266,7 +266,7 @@ func TestParseTraceErrors(t *testing.T) {
 	cases := map[string]string{
 		`{"name":"x","steps":[]}`: "at least one request",
 		`{"name":"x","steps":[{"prompt_tokens":1,"output_tokens":1,"images":[{"tokens":10,"known_ahead":"2s","announced_ahead":"1s"}]}]}`: "steps[0].images[0]: announced_ahead",
-		`{"name":"x","steps":[{"prompt_tokens":-1,"output_tokens":1}]}`:                                                                  "steps[0]",
+		`{"name":"x","steps":[{"prompt_tokens":-1,"output_tokens":1}]}`:                                                                   "steps[0]",
 		`{"name":"x","steps":[{"prompt_tokens":1,"output_tokens":1,"user":5}]}`:                                                           "durations as strings",
 		`{"name":"x","steps":[{"prompt_tokens":1,"output_tokens":1,"wait":"5s"}]}`:                                                        "unknown field",
 		`{"name":"x","steps":[{"prompt_tokens":1,"output_tokens":1,"images":[{}]}]}`:                                                      "give tokens, or width and height",
