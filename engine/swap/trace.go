@@ -81,16 +81,37 @@ const (
 
 // ParseTrace reads and checks a trace, naming the step and field at fault.
 func ParseTrace(data []byte) (Trace, error) {
-	var t Trace
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil {
+	// Steps are decoded one by one so that an error names the step it is in.
+	var raw struct {
+		Trace
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if err := strictDecode(data, &raw); err != nil {
 		return Trace{}, fmt.Errorf("swap: trace: %w", err)
+	}
+	t := raw.Trace
+	t.Steps = make([]Step, len(raw.Steps))
+	for i, r := range raw.Steps {
+		if err := strictDecode(r, &t.Steps[i]); err != nil {
+			return Trace{}, fmt.Errorf("swap: trace %q: steps[%d]: %w", t.Name, i, err)
+		}
 	}
 	if err := t.Validate(); err != nil {
 		return Trace{}, fmt.Errorf("swap: trace %q: %w", t.Name, err)
 	}
 	return t, nil
+}
+
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
 }
 
 // Validate checks a trace.
