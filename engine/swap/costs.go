@@ -95,7 +95,7 @@ type Costs struct {
 	// the order the engine prefers at launch when nothing is known about the workload.
 	Profiles []Profile `json:"profiles"`
 	// TokensPerSecond is the generation speed per profile; for speculative profiles it is measured at
-	// DraftAcceptance and scales with acceptance (TokensPerSecondAt).
+	// DraftAcceptance and scales with acceptance (TokensPerSecondAt). VisionEndpoint defaults to TextOnly's.
 	TokensPerSecond map[Profile]float64 `json:"tokens_per_second"`
 	// DraftAcceptance is the fraction of drafted tokens accepted, DraftMax the drafts per step.
 	DraftAcceptance float64 `json:"draft_acceptance"`
@@ -189,7 +189,7 @@ func (c Costs) Validate() error {
 			bad("profiles: %q listed twice", p)
 		}
 		seen[p] = true
-		if tps := c.TokensPerSecond[p]; !(tps > 0) || math.IsInf(tps, 0) {
+		if tps := c.TokensPerSecondAt(p, -1); !(tps > 0) || math.IsInf(tps, 0) {
 			bad("tokens_per_second[%q] = %v: give the measured generation speed of every listed profile", p, tps)
 		}
 		switch p {

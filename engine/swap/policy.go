@@ -253,18 +253,34 @@ func (s Scheduler) expectsImages(o Observation) bool {
 
 // warmTokens is the size of the warm-up image: the budget (intake sizes large images to it), or the prior's.
 func (s Scheduler) warmTokens(o Observation) int {
+	n := 1024 // a 1024² screenshot when nothing better is known
 	if s.Expect != nil && s.Expect.ImageTokens > 0 {
-		return min(s.Expect.ImageTokens, max(s.Costs.ImageTokenBudget, s.Expect.ImageTokens))
-	}
-	for i := len(o.History) - 1; i >= 0; i-- {
-		if n := len(o.History[i].Images); n > 0 {
-			return o.History[i].Images[n-1].Tokens
+		n = s.Expect.ImageTokens
+	} else {
+		for i := len(o.History) - 1; i >= 0; i-- {
+			if k := len(o.History[i].Images); k > 0 {
+				n = o.History[i].Images[k-1].Tokens
+				break
+			}
 		}
 	}
-	if s.Costs.ImageTokenBudget > 0 {
-		return min(s.Costs.ImageTokenBudget, 1024)
+	if b := s.Costs.ImageTokenBudget; b > 0 {
+		n = min(n, b)
 	}
-	return 1024
+	return n
+}
+
+// Intake sizes a new image once, to the plan's encoder budget (Costs.ImageTokenBudget), and says why. Every
+// later turn sends the same bytes, so the image cache keeps hitting, and the encoder sees few shapes, so one
+// warm-up covers them.
+func (s Scheduler) Intake(width, height int) (w, h, tokens int, reason string) {
+	w, h, tokens = SizeImage(width, height, s.Costs.ImageTokenBudget)
+	if w == width && h == height {
+		return w, h, tokens, fmt.Sprintf("%d×%d is %d image tokens, within the %d-token budget: kept", width, height,
+			tokens, s.Costs.ImageTokenBudget)
+	}
+	return w, h, tokens, fmt.Sprintf("%d×%d would be %d image tokens: resized to %d×%d (%d tokens) for the %d-token "+
+		"encoder budget", width, height, ImageTokens(width, height), w, h, tokens, s.Costs.ImageTokenBudget)
 }
 
 // weighted is a step standing for the coming ones, with its weight.

@@ -187,3 +187,29 @@ func TestLaunchUsesThePrior(t *testing.T) {
 		}
 	}
 }
+
+// MTP with poor acceptance is slower than no speculation: long answers drafting badly move the engine off MTP.
+func TestPoorAcceptanceLeavesMTP(t *testing.T) {
+	c := swap.SeedCosts()
+	s := swap.Scheduler{Costs: c}
+	r := swap.StepRecord{OutputTokens: 1000, Wait: 5 * time.Second, Acceptance: 0}
+	o := swap.Observation{Profile: swap.MTPSwap, Compiled: true, LastRelaunch: -1, History: steps(10, r)}
+	acts := s.Plan(o)
+	if len(acts) != 1 || acts[0].Profile != swap.VisionNoMTP {
+		t.Fatalf("drafts all rejected: %+v, want a relaunch into vision-no-mtp", acts)
+	}
+	r.Acceptance = c.DraftAcceptance
+	o.History = steps(10, r)
+	if acts := s.Plan(o); len(acts) != 0 {
+		t.Fatalf("drafts accepted as usual: %+v, want to stay", acts)
+	}
+}
+
+func TestIntake(t *testing.T) {
+	c := swap.SeedCosts()
+	c.ImageTokenBudget = 1024
+	w, h, n, why := swap.Scheduler{Costs: c}.Intake(1920, 1080)
+	if n > 1024 || w >= 1920 || h >= 1080 || !strings.Contains(why, "1024") {
+		t.Fatalf("intake: %d×%d %d tokens (%s)", w, h, n, why)
+	}
+}

@@ -294,3 +294,32 @@ func TestSizeImage(t *testing.T) {
 		}
 	}
 }
+
+// A second endpoint describes images beside the engine: known ahead, the description is ready with the request.
+func TestVisionEndpoint(t *testing.T) {
+	c := swap.SeedCosts()
+	c.Profiles = []swap.Profile{swap.VisionEndpoint, swap.TextOnly}
+	c.Endpoint = &swap.Endpoint{Latency: swap.Duration(100 * time.Millisecond), EncodePerToken: swap.Duration(time.Millisecond),
+		TokensPerSecond: 100, CaptionTokens: 100}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tr := swap.Trace{Name: "ep", Steps: []swap.Step{{User: swap.Duration(5 * time.Second), PromptTokens: 250, OutputTokens: 0,
+		Images: []swap.TraceImage{{Tokens: 1000, KnownAhead: swap.Duration(5 * time.Second)}}}}}
+	describe := 100*time.Millisecond + time.Second + time.Second
+	prompt := c.Prefill(350) // the text and the description
+	s, err := swap.Simulate(tr, c, "s", swap.Scheduler{Costs: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.EngineWait != prompt || s.Image.Hidden != describe || s.Image.Exposed != 0 {
+		t.Fatalf("scheduler: wait %s (want %s), image %+v", s.EngineWait, prompt, s.Image)
+	}
+	r, err := swap.Simulate(tr, c, "r", swap.Reactive{Costs: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.EngineWait != describe+prompt || r.Image.Exposed != describe {
+		t.Fatalf("reactive: wait %s (want %s), image %+v", r.EngineWait, describe+prompt, r.Image)
+	}
+}

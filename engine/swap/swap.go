@@ -5,7 +5,8 @@
 // It provides three pure pieces: a cost model per engine (Costs: measured or default numbers, JSON-serialisable,
 // updated from samples by Costs.Update); the scheduler (Scheduler.Launch and Scheduler.Plan: from what is known
 // now to a list of Actions, each with its reason), carried out through the small Effects interface; and a
-// simulator (Simulate) that replays an agent Trace against a cost model for the scheduler and its baselines.
+// simulator (Simulate, Compare) that replays an agent Trace against a cost model for the scheduler and its
+// baselines. trace.md documents the trace format and what the simulator models.
 //
 // It does not talk to llama-server, measure anything or store anything: the engine conductor carries the actions
 // out and feeds measured Samples back; the store keeps the Costs as a JSON blob (Costs.MarshalJSON, ParseCosts).
