@@ -231,7 +231,7 @@ func (s Scheduler) Plan(o Observation) []Action {
 		tokens := s.warmTokens(o)
 		acts = append(acts, Action{Kind: ActWarmPipeline, Tokens: tokens, Reason: fmt.Sprintf(
 			"images are expected and the first one after an install compiles GPU pipelines (%s): do it now with a "+
-				"%d-token image of the intake size, while the engine is idle", s.Costs.PipelineCompile.D().Round(time.Millisecond), tokens)})
+				"%d-token image (the size expected), while the engine is idle", s.Costs.PipelineCompile.D().Round(time.Millisecond), tokens)})
 	}
 	return acts
 }
