@@ -8,8 +8,11 @@
 // simulator (Simulate, Compare) that replays an agent Trace against a cost model for the scheduler and its
 // baselines. trace.md documents the trace format and what the simulator models.
 //
-// It does not talk to llama-server, measure anything or store anything: the engine conductor carries the actions
-// out and feeds measured Samples back; the store keeps the Costs as a JSON blob (Costs.MarshalJSON, ParseCosts).
+// It does not talk to llama-server, measure anything or store anything. The engine conductor calls Launch once
+// before starting the engine, then Plan whenever something changes (a reply ended, an image became known, its
+// last action finished, a request is ready) and carries the actions out with Carry and its own Effects; it
+// folds what it measures back with Costs.Update. The store keeps a Costs as a JSON blob (encoding/json, read
+// back with ParseCosts) under Key.String(), with Key{model, projector, GPU, FlagsKey(launch args)}.
 package swap
 
 import "fmt"
