@@ -189,8 +189,9 @@ func (c Costs) Validate() error {
 			bad("profiles: %q listed twice", p)
 		}
 		seen[p] = true
-		if tps := c.TokensPerSecondAt(p, -1); !(tps > 0) || math.IsInf(tps, 0) {
-			bad("tokens_per_second[%q] = %v: give the measured generation speed of every listed profile", p, tps)
+		if tps := c.TokensPerSecondAt(p, -1); !plausibleSpeed(tps) {
+			bad("tokens_per_second[%q] = %v: give the measured generation speed of every listed profile (%g to %g)",
+				p, tps, minSpeed, maxSpeed)
 		}
 		switch p {
 		case MTPSwap:
@@ -218,14 +219,41 @@ func (c Costs) Validate() error {
 	if c.DraftMax < 0 {
 		bad("draft_max = %d: negative", c.DraftMax)
 	}
-	if !(c.PrefillTokensPerSecond > 0) || math.IsInf(c.PrefillTokensPerSecond, 0) {
-		bad("prefill_tokens_per_second = %v: give the measured prompt evaluation speed", c.PrefillTokensPerSecond)
+	if !plausibleSpeed(c.PrefillTokensPerSecond) {
+		bad("prefill_tokens_per_second = %v: give the measured prompt evaluation speed (%g to %g)",
+			c.PrefillTokensPerSecond, minSpeed, maxSpeed)
+	}
+	for name, d := range map[string]Duration{"encode_gpu_per_token": c.EncodeGPU, "encode_cpu_per_token": c.EncodeCPU} {
+		if d > maxPerToken {
+			bad("%s = %s: more than %s per image token is not a measurement", name, d.D(), maxPerToken.D())
+		}
+	}
+	for name, d := range map[string]Duration{"swap_in": c.SwapIn, "swap_out": c.SwapOut, "relaunch": c.Relaunch,
+		"pipeline_compile": c.PipelineCompile, "cached_image": c.CachedImage} {
+		if d > maxFixed {
+			bad("%s = %s: more than %s is not a measurement", name, d.D(), maxFixed.D())
+		}
+	}
+	if e := c.Endpoint; e != nil && (e.Latency > maxFixed || e.EncodePerToken > maxPerToken ||
+		(e.TokensPerSecond != 0 && !plausibleSpeed(e.TokensPerSecond)) || e.CaptionTokens < 0 || e.CaptionTokens > 100_000) {
+		bad("endpoint: latency at most %s, encode_per_token at most %s, tokens_per_second %g to %g, caption_tokens 0 to 100000",
+			maxFixed.D(), maxPerToken.D(), minSpeed, maxSpeed)
 	}
 	if c.ImageTokenBudget < 0 {
 		bad("image_token_budget = %d: negative (0 means no limit)", c.ImageTokenBudget)
 	}
 	return errors.Join(errs...)
 }
+
+// Bounds of a plausible measurement; they also keep the simulator's sums far from overflowing.
+const (
+	minSpeed    = 1.0 // tokens per second
+	maxSpeed    = 1e6
+	maxPerToken = Duration(time.Second)
+	maxFixed    = Duration(time.Hour)
+)
+
+func plausibleSpeed(v float64) bool { return v >= minSpeed && v <= maxSpeed }
 
 // ParseCosts reads a cost model from JSON (a --costs file or the store's blob), rejecting unknown fields and
 // invalid numbers. Fields left out keep SeedCosts' values, so a file may give only what was measured.
@@ -357,21 +385,24 @@ func (c Costs) Update(s Sample) Costs {
 		out.Samples = map[string]int{}
 	}
 	ewma := func(field string, old, x float64) float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return old
+		}
 		n := out.Samples[field]
 		out.Samples[field] = n + 1
 		alpha := max(MinAlpha, 1/float64(n+1))
 		return old + alpha*(x-old)
 	}
 	dur := func(field string, old *Duration, x Duration) {
-		if x > 0 {
+		if x > 0 && x <= maxFixed {
 			*old = Duration(ewma(field, float64(*old), float64(x)))
 		}
 	}
 	if s.Drafted > 0 && s.Accepted >= 0 && s.Accepted <= s.Drafted {
 		out.DraftAcceptance = ewma("draft_acceptance", c.DraftAcceptance, float64(s.Accepted)/float64(s.Drafted))
 	}
-	if s.Generated > 0 && s.GenTime > 0 && s.Profile.valid() {
-		tps := float64(s.Generated) / s.GenTime.D().Seconds()
+	if tps := float64(s.Generated) / s.GenTime.D().Seconds(); s.Generated > 0 && s.GenTime > 0 && s.Profile.valid() &&
+		plausibleSpeed(tps) {
 		// Keep speeds at the model's acceptance: normalise this run's speed from its own acceptance.
 		if s.Profile.Speculative() && s.Drafted > 0 && c.DraftMax > 0 {
 			a := float64(s.Accepted) / float64(s.Drafted)
@@ -381,17 +412,15 @@ func (c Costs) Update(s Sample) Costs {
 		field := "tokens_per_second." + string(s.Profile)
 		out.TokensPerSecond[s.Profile] = ewma(field, c.TokensPerSecond[s.Profile], tps)
 	}
-	if s.ImageTokens > 0 && s.Encode > 0 {
-		per := Duration(int64(s.Encode) / int64(s.ImageTokens))
+	if per := Duration(int64(s.Encode) / int64(max(1, s.ImageTokens))); s.ImageTokens > 0 && s.Encode > 0 && per <= maxPerToken {
 		if s.OnCPU {
 			dur("encode_cpu_per_token", &out.EncodeCPU, per)
 		} else {
 			dur("encode_gpu_per_token", &out.EncodeGPU, per)
 		}
 	}
-	if s.PromptTokens > 0 && s.PromptTime > 0 {
-		out.PrefillTokensPerSecond = ewma("prefill_tokens_per_second", c.PrefillTokensPerSecond,
-			float64(s.PromptTokens)/s.PromptTime.D().Seconds())
+	if tps := float64(s.PromptTokens) / s.PromptTime.D().Seconds(); s.PromptTokens > 0 && s.PromptTime > 0 && plausibleSpeed(tps) {
+		out.PrefillTokensPerSecond = ewma("prefill_tokens_per_second", c.PrefillTokensPerSecond, tps)
 	}
 	dur("swap_in", &out.SwapIn, s.SwapIn)
 	dur("swap_out", &out.SwapOut, s.SwapOut)

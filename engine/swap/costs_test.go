@@ -49,7 +49,9 @@ func TestParseCostsPartialAndErrors(t *testing.T) {
 		`{"prefill_tokens_per_second": 0}`:                         "prefill_tokens_per_second",
 		`{"profiles":["mtp-swap"],"swap_in":"0s","swap_out":"0s"}`: "swap_in/swap_out",
 		`{"profiles":["vision-endpoint"],"tokens_per_second":{"vision-endpoint":200}}`: "endpoint",
-		`{"relaunch": "-5s"}`: "negative",
+		`{"relaunch": "-5s"}`:                   "negative",
+		`{"prefill_tokens_per_second": 1e-300}`: "prefill_tokens_per_second",
+		`{"encode_cpu_per_token": "2h"}`:        "not a measurement",
 	}
 	for in, want := range cases {
 		if _, err := swap.ParseCosts([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {

@@ -243,7 +243,7 @@ func (s Scheduler) expectsImages(o Observation) bool {
 	if s.Expect != nil && s.Expect.ImagesPerStep > 0 {
 		return true
 	}
-	for _, r := range o.History {
+	for _, r := range s.recent(o) {
 		if len(r.Images) > 0 {
 			return true
 		}
@@ -257,9 +257,10 @@ func (s Scheduler) warmTokens(o Observation) int {
 	if s.Expect != nil && s.Expect.ImageTokens > 0 {
 		n = s.Expect.ImageTokens
 	} else {
-		for i := len(o.History) - 1; i >= 0; i-- {
-			if k := len(o.History[i].Images); k > 0 {
-				n = o.History[i].Images[k-1].Tokens
+		h := s.recent(o)
+		for i := len(h) - 1; i >= 0; i-- {
+			if k := len(h[i].Images); k > 0 {
+				n = h[i].Images[k-1].Tokens
 				break
 			}
 		}
@@ -283,6 +284,14 @@ func (s Scheduler) Intake(width, height int) (w, h, tokens int, reason string) {
 		"encoder budget", width, height, ImageTokens(width, height), w, h, tokens, s.Costs.ImageTokenBudget)
 }
 
+// recent are the finished steps that estimate the coming ones: the last Window.
+func (s Scheduler) recent(o Observation) []StepRecord {
+	if h := o.History; len(h) > s.window() {
+		return h[len(h)-s.window():]
+	}
+	return o.History
+}
+
 // weighted is a step standing for the coming ones, with its weight.
 type weighted struct {
 	r StepRecord
@@ -292,11 +301,7 @@ type weighted struct {
 // samples are the steps that estimate the coming ones: the recent history and the prior.
 func (s Scheduler) samples(o Observation) []weighted {
 	var out []weighted
-	h := o.History
-	if len(h) > s.window() {
-		h = h[len(h)-s.window():]
-	}
-	for _, r := range h {
+	for _, r := range s.recent(o) {
 		out = append(out, weighted{r, 1})
 	}
 	if e := s.Expect; e != nil {
@@ -438,10 +443,7 @@ func (s Scheduler) SwitchCost(o Observation, to Profile) (total, exposed time.Du
 
 // lowWait is the wait a relaunch started now can count on: the lower quartile of the recent waits.
 func (s Scheduler) lowWait(o Observation) time.Duration {
-	h := o.History
-	if len(h) > s.window() {
-		h = h[len(h)-s.window():]
-	}
+	h := s.recent(o)
 	if len(h) == 0 {
 		if s.Expect != nil {
 			return s.Expect.Wait.D() / 2

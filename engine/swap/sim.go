@@ -222,6 +222,12 @@ func boolDur(b bool) time.Duration {
 	return 0
 }
 
+// maxContext and maxSimTime keep every duration the simulator adds up far from overflowing.
+const (
+	maxContext = 100_000_000
+	maxSimTime = 10 * 365 * 24 * time.Hour
+)
+
 // maxPlansPerWait bounds the policy's calls in one wait, so a policy that keeps acting cannot hang a replay.
 const maxPlansPerWait = 256
 
@@ -244,7 +250,7 @@ func Simulate(t Trace, c Costs, name string, pol Policy) (Result, error) {
 
 	observe := func(now time.Duration, ready bool) Observation {
 		o := Observation{Now: now, Profile: e.profile, Compiled: e.compiled, ColdPrefix: e.cold, Context: e.ctx,
-			Ready: ready, History: slices.Clone(history), LastRelaunch: lastRelaunch}
+			Ready: ready, History: history[:len(history):len(history)], LastRelaunch: lastRelaunch}
 		for _, im := range sortedImages(e.images) {
 			switch {
 			case im.cached:
@@ -377,6 +383,11 @@ func Simulate(t Trace, c Costs, name string, pol Policy) (Result, error) {
 		e.work(WorkGenerate, c.Generate(e.profile, st.OutputTokens, acc))
 		end = e.free
 		e.ctx.TextTokens += prompt + st.OutputTokens
+		if e.ctx.TextTokens+e.ctx.ImageTokens > maxContext || end > maxSimTime {
+			return Result{}, fmt.Errorf("swap: trace %q: step %d: the conversation reaches %d tokens and %s: beyond what "+
+				"the simulator models (%d tokens, %s); mark new sessions with new_session", t.Name, i,
+				e.ctx.TextTokens+e.ctx.ImageTokens, end, maxContext, maxSimTime)
+		}
 		res.ProfileSteps[e.profile]++
 		res.EngineWait += end - ready
 

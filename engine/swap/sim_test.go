@@ -323,3 +323,20 @@ func TestVisionEndpoint(t *testing.T) {
 		t.Fatalf("reactive: wait %s (want %s), image %+v", r.EngineWait, describe+prompt, r.Image)
 	}
 }
+
+// A trace whose sums would overflow is refused with the fix, not replayed into nonsense.
+func TestSimulateRefusesOutsizedTraces(t *testing.T) {
+	var imgs []swap.TraceImage
+	for range 64 {
+		imgs = append(imgs, swap.TraceImage{Tokens: 1_000_000})
+	}
+	tr := swap.Trace{Name: "huge", Steps: []swap.Step{{Repeat: 10, PromptTokens: 1_000_000, OutputTokens: 1_000_000, Images: imgs}}}
+	_, err := swap.Simulate(tr, swap.SeedCosts(), "s", swap.Reactive{Costs: swap.SeedCosts()})
+	if err == nil || !strings.Contains(err.Error(), "new_session") {
+		t.Fatalf("err %v", err)
+	}
+	tr.Steps[0].PromptTokens = 1_000_001
+	if err := tr.Validate(); err == nil || !strings.Contains(err.Error(), "steps[0]") {
+		t.Fatalf("validate: %v", err)
+	}
+}

@@ -75,7 +75,7 @@ type TraceImage struct {
 // Limits that keep a hostile or mistaken trace from overflowing the simulator's arithmetic.
 const (
 	maxSteps     = 100_000
-	maxTokens    = 10_000_000
+	maxTokens    = 1_000_000
 	maxStepDelay = Duration(30 * 24 * time.Hour)
 )
 
