@@ -29,6 +29,7 @@ usage:
   visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB] [--ctx N] [--cache-type q4_0] [--json]
   visor models write DIR             write the tiny test models (chat + vision projector)
   visor engine                       show the llama-server visor would use and what it supports
+  visor simulate --trace FILE [--costs seed|h200|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines
 
 Run "visor COMMAND -h" for a command's flags.
 `
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdModels(args[1:], stdout, stderr)
 	case "engine":
 		return cmdEngine(ctx, args[1:], stdout, stderr)
+	case "simulate":
+		return cmdSimulate(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
