@@ -133,6 +133,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	open    map[string]*Session
+	touched map[string]bool // stored sessions that used the engine in this process: they get its events
 	local   int
 	propsMu sync.Mutex
 	props   map[int]llamacpp.Props // by engine generation
@@ -164,7 +165,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.AgentName == "" {
 		cfg.AgentName = "visor"
 	}
-	return &Service{cfg: cfg, open: map[string]*Session{}, props: map[int]llamacpp.Props{}}, nil
+	return &Service{cfg: cfg, open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}, nil
 }
 
 // Stored reports whether sessions are kept in a store.
@@ -250,6 +251,7 @@ func (s *Service) Fork(ctx context.Context, id string, at int64) (*Session, erro
 }
 
 func (s *Service) register(sess *Session) *Session {
+	s.touch(sess.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.open[sess.id]; old != nil {
@@ -284,11 +286,9 @@ func (s *Service) RecordEngineEvent(ev conductor.Event) {
 	}
 	b, _ := json.Marshal(detail)
 	s.mu.Lock()
-	var ids []string
-	for id, sess := range s.open {
-		if sess.created || len(sess.history) > 0 || sess.turns > 0 {
-			ids = append(ids, id)
-		}
+	ids := make([]string, 0, len(s.touched))
+	for id := range s.touched {
+		ids = append(ids, id)
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
@@ -297,6 +297,15 @@ func (s *Service) RecordEngineEvent(ev conductor.Event) {
 			s.cfg.Logger.Warn("record engine event", "session", id, "err", err)
 		}
 	}
+}
+
+func (s *Service) touch(id string) {
+	if s.cfg.Store == nil {
+		return
+	}
+	s.mu.Lock()
+	s.touched[id] = true
+	s.mu.Unlock()
 }
 
 // ready returns a ready engine and its properties (read once per launch).

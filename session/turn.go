@@ -238,7 +238,10 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 		s.mu.Unlock()
 	}()
 
-	r, props, err := svc.ready(ctx, false)
+	// Recover, not EnsureReady: a server that died while the user was typing is found (one /health request) and
+	// brought back before the message goes out, instead of failing the turn.
+	svc.touch(s.id)
+	r, props, err := svc.ready(ctx, true)
 	if err != nil {
 		return Result{SessionID: s.id}, fmt.Errorf("the engine: %w", err)
 	}
@@ -300,6 +303,7 @@ func (s *Session) keep(sessionID string, added []agent.Message) {
 	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
 	if sessionID != s.id {
 		svc := s.svc
+		svc.touch(sessionID)
 		svc.mu.Lock()
 		delete(svc.open, s.id)
 		s.id = sessionID

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/engine"
@@ -77,13 +79,20 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		return a, fmt.Errorf("--tool-format: %w", err)
 	}
 	var svc *session.Service
+	restarting := false
 	a.cond = conductor.New(conductor.Config{Launch: launcher(t.engine, stderr, logger), APIKey: t.engine.apiKey,
 		Logger: logger, OnEvent: func(ev conductor.Event) {
 			switch ev.Kind {
 			case conductor.EventCrashed:
 				fmt.Fprintf(stderr, "the engine crashed: %v\n", ev.Err)
 			case conductor.EventRestarting:
+				restarting = true
 				fmt.Fprintln(stderr, "restarting it …")
+			case conductor.EventReady:
+				if restarting {
+					fmt.Fprintf(stderr, "engine restarted in %s\n", ev.Duration.Round(time.Millisecond))
+				}
+				restarting = false
 			}
 			if svc != nil {
 				svc.RecordEngineEvent(ev)
@@ -240,6 +249,25 @@ func (t turn) validate() error {
 	if t.toolFlags.names != "" {
 		if st, err := os.Stat(t.toolFlags.workspace); err != nil || !st.IsDir() {
 			errs = append(errs, fmt.Errorf("--workspace %s: not a folder: give the folder the file tools may use", t.toolFlags.workspace))
+		}
+		known := map[string]bool{memory.SearchToolName: true}
+		for _, tl := range tools.Builtins(tools.BuiltinConfig{Root: "."}) {
+			known[tl.Spec().Name] = true
+		}
+		for _, n := range strings.Split(t.toolFlags.names, ",") {
+			if n = strings.TrimSpace(n); n != "" && !known[n] {
+				names := make([]string, 0, len(known))
+				for k := range known {
+					names = append(names, k)
+				}
+				sort.Strings(names)
+				errs = append(errs, fmt.Errorf("--tools: no built-in tool %q: choose from %s", n, strings.Join(names, ", ")))
+			}
+		}
+	}
+	for _, p := range t.images {
+		if _, err := (images.Limits{}).ReadFile(expandHome(p)); err != nil {
+			errs = append(errs, fmt.Errorf("--image %s: %w", p, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -368,6 +368,11 @@ func TestChatRestartsACrashedEngine(t *testing.T) {
 	go func() {
 		done <- run(context.Background(), []string{"chat", "--model", chat, "--db", db, "--plan", "off"}, inR, &out, &errb)
 	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("chat's stderr:\n%s", errb.String())
+		}
+	})
 	fmt.Fprintln(inW, "hello")
 	waitFor(t, "the first answer", func() bool { return out.String() == "Hi!\n" })
 	m := regexp.MustCompile(`llama-server started" pid=(\d+)`).FindStringSubmatch(errb.String())

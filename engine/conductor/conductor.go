@@ -312,7 +312,9 @@ func (c *Conductor) report(ev Event) {
 // own); one that does not gets a moment to show it has exited, and is stopped if it has not, so the exit event
 // restarts it.
 func (c *Conductor) probe(p Process, gen int) {
-	if p == nil {
+	if p == nil || !isOwned(p) {
+		// A server visor does not own is not restarted from here: its callers see its errors.
+		c.events <- event{kind: evEnsure, gen: gen}
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -329,10 +331,6 @@ func (c *Conductor) probe(p Process, gen int) {
 	case <-p.Done():
 		return // the exit event is on its way
 	case <-time.After(c.cfg.ProbeTimeout):
-	}
-	if !isOwned(p) {
-		c.events <- event{kind: evEnsure, gen: gen}
-		return
 	}
 	c.cfg.Logger.Warn("llama-server does not answer and has not exited; stopping it to restart it")
 	_ = p.Stop(context.Background())
