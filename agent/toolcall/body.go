@@ -11,7 +11,8 @@ import (
 
 // parseBlock reads the calls in one block: body is the text between the opening tag and closer, the tag that
 // ended it ("" when the stream ended first).
-func (p *Parser) parseBlock(open, body, closer string, closed bool) ([]Call, error) {	switch open {
+func (p *Parser) parseBlock(open, body, closer string, closed bool) ([]Call, error) {
+	switch open {
 	case tagCallOpen:
 		t := strings.TrimSpace(body)
 		switch {
