@@ -59,8 +59,8 @@ type defectRow struct {
 var defectRows = []defectRow{
 	{
 		class: "1 unclosed or drifted closer", name: "vLLM qwen3coder: missing </parameter> before the next parameter",
-		format: QwenXML,
-		in:     "Let me check the weather for you:\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n<parameter=state>\nTX\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>",
+		format:      QwenXML,
+		in:          "Let me check the weather for you:\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n<parameter=state>\nTX\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>",
 		wantCalls:   []string{`get_current_weather {"city":"Dallas","state":"TX","unit":"fahrenheit"}`},
 		wantContent: "Let me check the weather for you:",
 	},
@@ -114,15 +114,15 @@ var defectRows = []defectRow{
 	},
 	{
 		class: "5 literal tags in values", name: "a file that holds a whole <tool_call> example",
-		format:    QwenXML,
-		in:        "Writing the doc.\n<tool_call>\n<function=write_file>\n<parameter=path>\ndocs/tools.md\n</parameter>\n<parameter=content>\n# Calling tools\nWrite:\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\nThat is all.\n</parameter>\n</function>\n</tool_call>",
+		format:      QwenXML,
+		in:          "Writing the doc.\n<tool_call>\n<function=write_file>\n<parameter=path>\ndocs/tools.md\n</parameter>\n<parameter=content>\n# Calling tools\nWrite:\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\nThat is all.\n</parameter>\n</function>\n</tool_call>",
 		wantCalls:   []string{`write_file {"path":"docs/tools.md","content":"# Calling tools\nWrite:\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\nThat is all."}`},
 		wantContent: "Writing the doc.",
 	},
 	{
 		class: "5 literal tags in values", name: "code that prints </tool_call> mid-line",
-		format:    QwenXML,
-		in:        "<tool_call>\n<function=write_file>\n<parameter=path>\nt.py\n</parameter>\n<parameter=content>\nprint(\"</tool_call>\")\n</parameter>\n</function>\n</tool_call>\nDone.",
+		format:      QwenXML,
+		in:          "<tool_call>\n<function=write_file>\n<parameter=path>\nt.py\n</parameter>\n<parameter=content>\nprint(\"</tool_call>\")\n</parameter>\n</function>\n</tool_call>\nDone.",
 		wantCalls:   []string{`write_file {"path":"t.py","content":"print(\"</tool_call>\")"}`},
 		wantContent: "Done.",
 	},
