@@ -1,6 +1,8 @@
 package toolcall
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -160,5 +162,42 @@ func TestDefectRows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCallsArriveTyped is the agent-loop defect at the parser's level: the loop runs the Call it gets from the
+// event stream and never calls Check, so the event itself must carry "42" as the string its schema says — the
+// same arguments `visor toolcalls parse --tools` prints.
+func TestCallsArriveTyped(t *testing.T) {
+	t.Parallel()
+	ts := defectToolSet(t)
+	in := "<tool_call>\n<function=echo>\n<parameter=text>\n42\n</parameter>\n</function>\n</tool_call>"
+	const want = `{"text":"42"}`
+	cuts := map[string]func(string) []string{"whole": whole}
+	for name, cut := range chunkings {
+		cuts[name] = cut
+	}
+	for name, cut := range cuts {
+		p := New(QwenXML)
+		p.Init(ts)
+		var ev []Event
+		for _, c := range cut(in) {
+			ev = append(ev, p.Feed(c)...)
+		}
+		ev = append(ev, p.Close()...)
+		var got []string
+		for _, e := range ev {
+			if e.Kind == KindCall {
+				got = append(got, string(e.Call.Arguments))
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s: call arguments %q, want %s", name, got, want)
+		}
+	}
+	o, _ := runCmd(t, in, "qwen-xml", []byte(defectTools))
+	var compact bytes.Buffer
+	if len(o.Calls) != 1 || json.Compact(&compact, o.Calls[0].Arguments) != nil || compact.String() != want || len(o.Errors) != 0 {
+		t.Errorf("toolcalls parse: %+v, want %s", o, want)
 	}
 }
