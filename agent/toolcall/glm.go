@@ -72,6 +72,10 @@ func parseGLM(t string, closed bool, ts *ToolSet) ([]Call, error) {
 		ps = append(ps, p)
 		rest = rest[next:]
 	}
+	if !closed {
+		// Nothing but </tool_call> marks the last argument as the last one.
+		return nil, fmt.Errorf("%w: function %q: missing %s", ErrUnclosed, name, tagCallClose)
+	}
 	args, guessed := buildArgs(ps)
 	return []Call{{Name: name, Arguments: args, Repaired: note, guessed: guessed}}, nil
 }

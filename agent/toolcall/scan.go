@@ -446,12 +446,19 @@ func (p *Parser) stepBlock(s *stream, final bool) bool {
 			continue
 		case s.inQuote:
 		case tag == tagCallOpen || tag == tagFuncOpen:
-			if lineStart(s.buf, idx) {
-				if tag == tagFuncOpen && !s.inFunc && s.depth == 0 {
-					s.inFunc = true
-				} else {
-					s.depth++
-				}
+			switch {
+			case !lineStart(s.buf, idx):
+			case tag == tagFuncOpen && !s.inFunc && s.depth == 0:
+				s.inFunc = true
+			case s.inFunc:
+				// Inside a function's values: a call example in a file, until it closes.
+				s.depth++
+			case tag == tagCallOpen && s.cand >= 0:
+				// A new call on its own line after an end tag that did not look like one: that tag was the end.
+				n, tag := s.cand, s.candTag
+				p.endBlock(s, tag, n, true)
+				s.consume(n + len(tag))
+				return true
 			}
 			continue
 		case s.depth > 0:

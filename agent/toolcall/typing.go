@@ -198,16 +198,21 @@ func typeText(text string, s, root *jsonschema.Schema) (v json.RawMessage, guess
 	if k&kNull != 0 && (t == "null" || t == "None") {
 		return json.RawMessage("null"), false, noteIf(t == "None", "Python literals")
 	}
-	if k&kBool != 0 {
-		switch t {
-		case "true", "false":
-			return json.RawMessage(t), false, ""
-		case "True", "False":
-			return json.RawMessage(strings.ToLower(t)), false, "Python literals"
-		}
+	if k&kBool != 0 && (strings.EqualFold(t, "true") || strings.EqualFold(t, "false")) {
+		b := strings.ToLower(t)
+		return json.RawMessage(b), false, noteIf(b != t, "Python literals")
 	}
-	if k&(kNumber|kInteger) != 0 && isJSONNumber(t) {
-		return json.RawMessage(t), false, ""
+	if k&(kNumber|kInteger) != 0 {
+		if isJSONNumber(t) {
+			return json.RawMessage(t), false, ""
+		}
+		// "007": a number the model padded; JSON has no leading zeros.
+		if u := strings.TrimLeft(strings.TrimPrefix(t, "-"), "0"); u != "" && u[0] >= '1' && u[0] <= '9' && isJSONNumber(u) {
+			if t[0] == '-' {
+				u = "-" + u
+			}
+			return json.RawMessage(u), false, "leading zeros"
+		}
 	}
 	if k&(kObject|kArray) != 0 && t != "" && (t[0] == '{' || t[0] == '[') {
 		if out, rep, err := decodeLenient(t); err == nil {
