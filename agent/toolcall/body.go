@@ -65,14 +65,14 @@ func parseJSONCalls(s string, strict bool) ([]Call, error) {
 			return calls, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		cs, err := callsFromValue(v, strict)
-		if err != nil {
-			return calls, err
-		}
 		for i := range cs {
 			cs[i].Raw = seg
 			cs[i].Repaired = joinNotes(repaired, cs[i].Repaired)
 		}
 		calls = append(calls, cs...)
+		if err != nil {
+			return calls, err
+		}
 		s = s[len(seg):]
 	}
 	if len(calls) == 0 {
@@ -121,15 +121,20 @@ func callsFromValue(v json.RawMessage, strict bool) ([]Call, error) {
 		if err := json.Unmarshal(v, &items); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
+		// Valid calls beside junk still count; the junk is reported once (see the package doc).
 		var calls []Call
+		var first error
 		for _, it := range items {
 			c, err := callFromObject(it, strict)
 			if err != nil {
-				return calls, err
+				if first == nil {
+					first = err
+				}
+				continue
 			}
 			calls = append(calls, c)
 		}
-		return calls, nil
+		return calls, first
 	}
 	c, err := callFromObject(v, strict)
 	if err != nil {

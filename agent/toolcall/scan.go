@@ -71,9 +71,15 @@ func (s *stream) enterBlock(tag string, inThink bool) {
 }
 
 func (s *stream) consume(n int) {
-	// Shift instead of reslicing so the backing array is reused and memory stays bounded by what is pending.
-	m := copy(s.buf, s.buf[n:])
-	s.buf = s.buf[:m]
+	// Shift when what stays is no longer than what goes (so the copy is paid for by the consumed bytes and the
+	// backing array is reused); otherwise reslice, so that many tags in one large chunk stay linear. Either way
+	// memory stays bounded by what is pending.
+	if rest := len(s.buf) - n; rest <= n || rest <= 4096 {
+		m := copy(s.buf, s.buf[n:])
+		s.buf = s.buf[:m]
+		return
+	}
+	s.buf = s.buf[n:]
 }
 
 func (p *Parser) run(s *stream, final bool) {
@@ -98,22 +104,30 @@ func (p *Parser) run(s *stream, final bool) {
 // scanTags finds the earliest full tag in buf (from offset from), or a tag prefix that runs to the end of buf.
 // firsts holds the first bytes of the tags; all but Mistral's start with '<'.
 func scanTags(buf []byte, from int, tags []string, firsts string) (idx int, tag string, partial bool) {
+	// Two byte searches beat bytes.IndexAny; where the next '<' is stays known across candidates, so that a run of
+	// '[' far from any '<' is not searched again for each one.
+	nextLT := -2
 	for i := from; i < len(buf); {
-		j := bytes.IndexByte(buf[i:], '<')
+		if nextLT < i && nextLT != -1 {
+			nextLT = bytes.IndexByte(buf[i:], '<')
+			if nextLT >= 0 {
+				nextLT += i
+			}
+		}
+		j := nextLT
 		if len(firsts) > 1 {
-			// Two byte searches beat bytes.IndexAny: the second only covers what lies before the first hit.
-			lim := len(buf) - i
+			lim := len(buf)
 			if j >= 0 {
 				lim = j
 			}
-			if k := bytes.IndexByte(buf[i:i+lim], firsts[1]); k >= 0 {
-				j = k
+			if k := bytes.IndexByte(buf[i:lim], firsts[1]); k >= 0 {
+				j = i + k
 			}
 		}
 		if j < 0 {
 			return -1, "", false
 		}
-		i += j
+		i = j
 		rest := buf[i:]
 		for _, t := range tags {
 			if len(rest) >= len(t) {
@@ -184,6 +198,7 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 		// came from thinking so the agent drops them. Parse and StartInThinking avoid this.
 		p.releaseHeld(s)
 		if len(s.callIDs) > 0 {
+			p.settle()
 			p.out = append(p.out, Event{
 				Kind: KindError,
 				Text: tagThinkClose,
@@ -493,7 +508,7 @@ func (p *Parser) stepJSONBlock(s *stream, final bool) bool {
 		if !j.done && j.depth == 0 {
 			// Before the value: skip the name and the [ARGS] / [CALL_ID] markers.
 			if c == '[' {
-				rest := string(b[j.pos:])
+				rest := string(b[j.pos:min(len(b), j.pos+len(mistralCallID))])
 				switch {
 				case strings.HasPrefix(rest, mistralArgs):
 					j.pos += len(mistralArgs)
@@ -598,6 +613,7 @@ func (p *Parser) overflow(s *stream) {
 		s.mode = modeThink
 		return
 	}
+	p.settle()
 	p.out = append(p.out, Event{
 		Kind: KindError,
 		Text: s.open + string(s.buf[:max]),
@@ -653,15 +669,27 @@ func (p *Parser) emit(k Kind, text string) {
 	if text == "" {
 		return
 	}
-	// Merge with the previous event of the same kind so byte-at-a-time feeding does not produce a flood.
-	if n := len(p.out); n > 0 && p.out[n-1].Kind == k && (k == KindContent || k == KindReasoning) {
-		p.out[n-1].Text += text
+	// Merge with the previous text of the same kind so byte-at-a-time feeding does not produce a flood; the text
+	// is gathered in a buffer so that many pieces stay linear.
+	if len(p.pend) > 0 && p.pendKind == k {
+		p.pend = append(p.pend, text...)
 		return
 	}
-	p.out = append(p.out, Event{Kind: k, Text: text})
+	p.settle()
+	p.pendKind = k
+	p.pend = append(p.pend, text...)
+}
+
+// settle turns gathered text into its event; everything that appends to p.out directly calls it first.
+func (p *Parser) settle() {
+	if len(p.pend) > 0 {
+		p.out = append(p.out, Event{Kind: p.pendKind, Text: string(p.pend)})
+		p.pend = p.pend[:0]
+	}
 }
 
 func (p *Parser) emitCalls(calls []Call, err error, raw string, inThink bool) {
+	p.settle()
 	kind := KindCall
 	if inThink {
 		kind = KindReasoningCall

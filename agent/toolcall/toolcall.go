@@ -153,6 +153,8 @@ type Parser struct {
 	started   bool
 	nextID    int
 	out       []Event
+	pend      []byte // text of the last, still growing content or reasoning event
+	pendKind  Kind
 }
 
 // CallParser is what every dialect's parser offers, in the shape of Ollama's model/parsers: Init with the
@@ -205,6 +207,7 @@ func (p *Parser) reset() {
 	p.reasoning = stream{reasoningOnly: true, mode: modeThink}
 	p.started = false
 	p.nextID = 0
+	p.out, p.pend = nil, p.pend[:0]
 }
 
 // Feed consumes the next chunk of the content channel and returns the events it completed.
@@ -246,6 +249,7 @@ func (p *Parser) start() {
 }
 
 func (p *Parser) flush() []Event {
+	p.settle()
 	ev := p.out
 	p.out = nil
 	return ev
