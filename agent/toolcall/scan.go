@@ -506,6 +506,19 @@ func (p *Parser) stepJSONBlock(s *stream, final bool) bool {
 		}
 		c := b[j.pos]
 		if !j.done && j.depth == 0 {
+			if c == '<' && s.inThink && !s.reasoningOnly {
+				// Thinking that mentioned [TOOL_CALLS] goes on until </think>, as for the tagged blocks.
+				rest := string(b[j.pos:min(len(b), j.pos+len(tagThinkClose))])
+				switch {
+				case rest == tagThinkClose:
+					p.think(s, append([]byte(s.open), b[:j.pos]...))
+					s.consume(j.pos)
+					s.mode = modeThink
+					return true
+				case !final && strings.HasPrefix(tagThinkClose, rest):
+					return false
+				}
+			}
 			// Before the value: skip the name and the [ARGS] / [CALL_ID] markers.
 			if c == '[' {
 				rest := string(b[j.pos:min(len(b), j.pos+len(mistralCallID))])
