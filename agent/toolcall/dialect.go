@@ -5,6 +5,7 @@ import "strings"
 // blockSyntax is one kind of call block, as the shared scanner sees it: the tag that opens it and how its end
 // is found. What the body means is parseBlock's business.
 type blockSyntax struct {
+	tags [2][]string // blockTags for a block outside thinking and inside it, built once
 	open string
 	ends []string // tags that may end the block
 	// nest: call tags that open at the start of a line inside the block belong to a value (a file that holds a
@@ -49,6 +50,21 @@ func (p *Parser) syntax(open string) *blockSyntax {
 		}
 	}
 	return syntaxCall
+}
+
+func init() {
+	for _, b := range []*blockSyntax{syntaxCall, syntaxFunc, syntaxInvoke, syntaxGemma, syntaxMistral} {
+		b.tags[0] = blockTags(b, false, false)
+		b.tags[1] = blockTags(b, true, false)
+	}
+}
+
+// tagsFor returns blockTags(b, inThink, reasoningOnly) without building it on every step.
+func (b *blockSyntax) tagsFor(inThink, reasoningOnly bool) []string {
+	if inThink && !reasoningOnly {
+		return b.tags[1]
+	}
+	return b.tags[0]
 }
 
 // blockTags is what the scanner looks for inside a block: its end tags, the call tags that nest, the quote

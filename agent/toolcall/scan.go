@@ -234,7 +234,7 @@ func (p *Parser) text(s *stream, b []byte) {
 	for len(b) > 0 {
 		switch s.hold {
 		case holdNone:
-			p.emit(KindContent, string(b))
+			p.emitBytes(KindContent, b)
 			return
 		case holdLead, holdSep:
 			i := 0
@@ -251,18 +251,19 @@ func (p *Parser) text(s *stream, b []byte) {
 				continue
 			}
 			// Whitespace before prose is part of it.
-			p.emit(KindContent, string(s.held))
+			p.emitBytes(KindContent, s.held)
 			s.held, s.hold = s.held[:0], holdNone
 		case holdJSON:
 			if len(s.held)+len(b) > p.maxPending() {
-				p.emit(KindContent, string(s.held)+string(b))
+				p.emitBytes(KindContent, s.held)
+				p.emitBytes(KindContent, b)
 				s.held, s.hold = s.held[:0], holdNone
 				return
 			}
 			s.held = append(s.held, b...)
 			if notJSONMessage(s) {
 				// "[1] First point", "`code` is…": prose after all. Stream it instead of holding it to the end.
-				p.emit(KindContent, string(s.held))
+				p.emitBytes(KindContent, s.held)
 				s.held, s.hold = s.held[:0], holdNone
 			}
 			return
@@ -330,7 +331,7 @@ func isSep(c byte, afterCall bool) bool {
 // releaseHeld emits held text as content before a think tag.
 func (p *Parser) releaseHeld(s *stream) {
 	if s.hold == holdJSON {
-		p.emit(KindContent, string(s.held))
+		p.emitBytes(KindContent, s.held)
 		s.held, s.hold = s.held[:0], holdNone
 	}
 }
@@ -411,7 +412,7 @@ func (p *Parser) stepThink(s *stream, final bool) bool {
 func (p *Parser) think(s *stream, b []byte) {
 	if len(b) > 0 {
 		s.prev = b[len(b)-1]
-		p.emit(KindReasoning, string(b))
+		p.emitBytes(KindReasoning, b)
 	}
 }
 
@@ -420,7 +421,7 @@ func (p *Parser) stepBlock(s *stream, final bool) bool {
 	if syn.jsonEnd {
 		return p.stepJSONBlock(s, final)
 	}
-	tags := blockTags(syn, s.inThink, s.reasoningOnly)
+	tags := syn.tagsFor(s.inThink, s.reasoningOnly)
 	for {
 		idx, tag, partial := scanTags(s.buf, s.searched, tags, "<")
 		// The cap applies to where the end tag starts, not to how the bytes were chunked, so that feeding byte by
@@ -682,15 +683,27 @@ func (p *Parser) emit(k Kind, text string) {
 	if text == "" {
 		return
 	}
-	// Merge with the previous text of the same kind so byte-at-a-time feeding does not produce a flood; the text
-	// is gathered in a buffer so that many pieces stay linear.
-	if len(p.pend) > 0 && p.pendKind == k {
-		p.pend = append(p.pend, text...)
+	p.pendFor(k)
+	p.pend = append(p.pend, text...)
+}
+
+// emitBytes is emit for bytes that are still in a buffer: they are copied once, into the gathered text.
+func (p *Parser) emitBytes(k Kind, b []byte) {
+	if len(b) == 0 {
 		return
 	}
-	p.settle()
+	p.pendFor(k)
+	p.pend = append(p.pend, b...)
+}
+
+// pendFor readies p.pend for text of kind k. Text of the same kind as the last merges with it, so that
+// byte-at-a-time feeding does not produce a flood of events; it is gathered in one buffer so that many pieces
+// stay linear.
+func (p *Parser) pendFor(k Kind) {
+	if len(p.pend) > 0 && p.pendKind != k {
+		p.settle()
+	}
 	p.pendKind = k
-	p.pend = append(p.pend, text...)
 }
 
 // settle turns gathered text into its event; everything that appends to p.out directly calls it first.
