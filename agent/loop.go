@@ -181,6 +181,9 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 
 	asst := Message{Role: "assistant"}
 	parser := toolcall.New(a.cfg.Format)
+	// The parser types each argument from its tool's schema, as `visor toolcalls parse --tools` does: the text
+	// "42" for a string field must reach the registry as a string.
+	parser.Init(a.toolSet())
 	var content, reasoning, raw strings.Builder
 	var perr []string
 	native := map[int]*Call{}
@@ -292,6 +295,23 @@ func (a *Agent) generate(ctx context.Context, step int, msgs []Message, emit fun
 		}
 	}
 	return asst, perr, nil
+}
+
+// toolSet hands the parser the schemas of the tools offered now (MCP servers add and withdraw tools at runtime).
+func (a *Agent) toolSet() *toolcall.ToolSet {
+	specs := a.cfg.Tools.Specs()
+	defs := make([]toolcall.ToolDef, len(specs))
+	for i, s := range specs {
+		defs[i] = toolcall.ToolDef{Name: s.Name, Parameters: s.Parameters}
+	}
+	ts, err := toolcall.NewToolSet(defs)
+	if err != nil {
+		// The registry compiled every schema when the tool was registered, so this is not expected; typing
+		// then falls back to guessing, which the registry's validation still checks.
+		a.cfg.Logger.Warn("tool schemas for the call parser", "err", err)
+		return nil
+	}
+	return ts
 }
 
 // runCalls executes the turn's calls (or explains why not) and returns the result messages in call order.

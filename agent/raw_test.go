@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,5 +240,36 @@ func TestRawModeInvalidArguments(t *testing.T) {
 	// The model cannot fix the call; after an error result it answers, which ends the loop.
 	if f.Err != nil || f.Reason != "answer" || f.Steps != 2 || f.Final.Content != testmodel.Answer {
 		t.Fatalf("finished %+v, want the answer in step 2", f)
+	}
+}
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+// TestRawModeTypesArgumentsFromSchema: Qwen's XML writes strings bare, so `<parameter=text>42</parameter>` for a
+// string field is the string "42". The loop must type it from the tool's schema the way `visor toolcalls parse
+// --tools` does; it once dropped the parser's guess record and the registry refused the call as "got number".
+// A grammar makes the real server write exactly that call.
+func TestRawModeTypesArgumentsFromSchema(t *testing.T) {
+	srv := tiny(t)
+	var got []string
+	reg := tools.NewRegistry()
+	register(t, reg, tools.New("echo", "Echo text", func(ctx context.Context, in echoIn) (string, error) {
+		got = append(got, in.Text)
+		return in.Text, nil
+	}))
+	call := "<tool_call>\n<function=echo>\n<parameter=text>\n42\n</parameter>\n</function>\n</tool_call>"
+	a, err := agent.New(agent.Config{Model: engine.NewClient(srv.URL(), ""), Tools: reg, Mode: agent.Raw,
+		Format: toolcall.QwenXML, MaxSteps: 1,
+		Extra: engine.Extra{Fields: map[string]any{"grammar": "root ::= " + strconv.Quote(call)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	a.Run(context.Background(), nil, agent.Message{Role: "user", Content: "echo 42"}, rec.emit)
+	calls := rec.calls()
+	if len(calls) != 1 || calls[0].Result.IsError || len(got) != 1 || got[0] != "42" {
+		t.Fatalf("calls %+v, tool got %q: want one successful call with the string \"42\"", calls, got)
 	}
 }

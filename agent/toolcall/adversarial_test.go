@@ -25,6 +25,11 @@ func TestAdversarialInputsStayLinear(t *testing.T) {
 		"calls":    strings.Repeat("<tool_call>{\"name\":\"a\"}</tool_call>", n/34),
 		"invokes":  "<function_calls>" + strings.Repeat("<invoke name=\"a\"><parameter name=\"b\">", n/40) + "</function_calls>",
 		"semis":    "<tool_call>" + strings.Repeat("{\"name\":\"a\"};", n/14) + "</tool_call>",
+		"brackets": strings.Repeat("a[", n/2) + "<tool_call>",
+		"gquotes":  "<|tool_call>call:f{a:" + strings.Repeat("<|\"|>x", n/6) + "<tool_call|>",
+		"mistral":  "[TOOL_CALLS]f[ARGS]" + strings.Repeat("{\"a\":[", n/6),
+		"nested":   "<tool_call>\n<function=f>\n<parameter=a>\n" + strings.Repeat("<tool_call>\n<function=g>\n</parameter>\n", n/40),
+		"glm":      "<tool_call>f" + strings.Repeat("<arg_key>a</arg_key><arg_value></arg_value>x", n/45) + "</tool_call>",
 	}
 	for name, in := range cases {
 		for _, cutName := range []string{"whole", "chunk7"} {

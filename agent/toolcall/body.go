@@ -9,27 +9,37 @@ import (
 	"strings"
 )
 
-// parseBlock reads the calls in one block; raw includes the opening (and, if present, closing) tag.
-func parseBlock(open, raw string) ([]Call, error) {
-	body := raw
+// parseBlock reads the calls in one block: body is the text between the opening tag and closer, the tag that
+// ended it ("" when the stream ended first).
+func (p *Parser) parseBlock(open, body, closer string, closed bool) ([]Call, error) {
 	switch open {
 	case tagCallOpen:
-		body = strings.TrimPrefix(body, tagCallOpen)
-		body = strings.TrimSuffix(body, tagCallClose)
 		t := strings.TrimSpace(body)
 		switch {
-		case strings.Contains(t, tagFuncOpen):
-			return parseXMLFunctions(t)
+		case t == "" || t[0] == '{' || t[0] == '[' || t[0] == '`':
+		case strings.HasPrefix(t, tagFuncOpen) || strings.Contains(t, tagFuncOpen) && !strings.Contains(t, glmKeyOpen):
+			return parseXMLFunctions(t, closed, p.tools)
 		case strings.HasPrefix(t, "<invoke") || strings.HasPrefix(t, "<"+nsPrefix+"invoke"):
-			return parseInvokes(t)
+			return parseInvokes(t, p.tools)
+		case looksGLM(t):
+			return parseGLM(t, closed, p.tools)
 		}
-		return parseJSONCalls(t, false)
+		return p.jsonCalls(t, false)
 	case tagFuncOpen:
-		return parseXMLFunctions(strings.TrimSuffix(body, tagCallClose))
+		return parseXMLFunctions(tagFuncOpen+body+strings.TrimSuffix(closer, tagCallClose), closed, p.tools)
 	case tagFuncCallsOpen:
-		return parseInvokes(body)
+		return parseInvokes(body, p.tools)
+	case tagGemmaOpen:
+		return parseGemma(body, closed, p.tools)
+	case tagMistralOpen:
+		return p.parseMistral(body, closed)
 	}
 	return nil, fmt.Errorf("%w: unknown block %s", ErrMalformed, open)
+}
+
+// jsonCalls reads JSON calls in a block.
+func (p *Parser) jsonCalls(s string, strict bool) ([]Call, error) {
+	return parseJSONCalls(s, strict)
 }
 
 // parseJSONCalls reads one or more JSON (or Python-literal) calls, separated by whitespace, ';' or ',' and
@@ -55,14 +65,14 @@ func parseJSONCalls(s string, strict bool) ([]Call, error) {
 			return calls, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		cs, err := callsFromValue(v, strict)
-		if err != nil {
-			return calls, err
-		}
 		for i := range cs {
 			cs[i].Raw = seg
 			cs[i].Repaired = joinNotes(repaired, cs[i].Repaired)
 		}
 		calls = append(calls, cs...)
+		if err != nil {
+			return calls, err
+		}
 		s = s[len(seg):]
 	}
 	if len(calls) == 0 {
@@ -111,15 +121,20 @@ func callsFromValue(v json.RawMessage, strict bool) ([]Call, error) {
 		if err := json.Unmarshal(v, &items); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
+		// Valid calls beside junk still count; the junk is reported once (see the package doc).
 		var calls []Call
+		var first error
 		for _, it := range items {
 			c, err := callFromObject(it, strict)
 			if err != nil {
-				return calls, err
+				if first == nil {
+					first = err
+				}
+				continue
 			}
 			calls = append(calls, c)
 		}
-		return calls, nil
+		return calls, first
 	}
 	c, err := callFromObject(v, strict)
 	if err != nil {
@@ -376,6 +391,7 @@ type param struct {
 	value json.RawMessage
 	guess string // raw text when the value's JSON type was guessed from unquoted XML
 	typed bool
+	note  string // a repair the value needed (Python literals)
 }
 
 func buildArgs(ps []param) (json.RawMessage, map[string]string) {
@@ -419,150 +435,6 @@ func jsonString(s string) []byte {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
-// xmlValue types an unquoted XML parameter value: Qwen's template writes strings bare and everything else as JSON.
-func xmlValue(name, v string) param {
-	v = strings.TrimPrefix(v, "\r")
-	v = strings.TrimPrefix(v, "\n")
-	v = strings.TrimSuffix(v, "\n")
-	v = strings.TrimSuffix(v, "\r")
-	t := strings.TrimSpace(v)
-	if !strings.Contains(v, "\n") {
-		v = t
-	}
-	if t != "" && strings.IndexByte("{[-0123456789tfn", t[0]) >= 0 && json.Valid([]byte(t)) {
-		var buf bytes.Buffer
-		if json.Compact(&buf, []byte(t)) == nil {
-			return param{name: name, value: buf.Bytes(), guess: v, typed: true}
-		}
-	}
-	return param{name: name, value: jsonString(v)}
-}
-
-// parseXMLFunctions reads one or more <function=NAME>…</function> calls (Qwen3.5/3.6, Qwen3-Coder).
-func parseXMLFunctions(s string) ([]Call, error) {
-	var calls []Call
-	for {
-		i := strings.Index(s, tagFuncOpen)
-		if i < 0 {
-			break
-		}
-		start := s[i:]
-		rest := start[len(tagFuncOpen):]
-		gt := strings.IndexByte(rest, '>')
-		if gt < 0 {
-			return calls, fmt.Errorf("%w: unterminated <function= tag", ErrMalformed)
-		}
-		name := strings.Trim(strings.TrimSpace(rest[:gt]), `"'`)
-		if name == "" {
-			return calls, fmt.Errorf("%w: empty function name", ErrMalformed)
-		}
-		body := rest[gt+1:]
-		ps, n, note, err := parseXMLParams(body)
-		if err != nil {
-			return calls, fmt.Errorf("%w: function %q: %w", ErrMalformed, name, err)
-		}
-		args, guessed := buildArgs(ps)
-		consumed := len(tagFuncOpen) + gt + 1 + n
-		calls = append(calls, Call{Name: name, Arguments: args, Raw: start[:consumed], Repaired: note, guessed: guessed})
-		s = start[consumed:]
-	}
-	if len(calls) == 0 {
-		return nil, fmt.Errorf("%w: no <function=NAME>", ErrMalformed)
-	}
-	return calls, nil
-}
-
-func parseXMLParams(body string) (ps []param, n int, note string, err error) {
-	const popen = "<parameter="
-	closes := qualifyingCloses(body)
-	pos := 0
-	for {
-		pos += len(body[pos:]) - len(strings.TrimLeft(body[pos:], " \t\r\n"))
-		r := body[pos:]
-		switch {
-		case strings.HasPrefix(r, tagFuncClose):
-			return ps, pos + len(tagFuncClose), note, nil
-		case strings.HasPrefix(r, popen):
-			gt := strings.IndexByte(r, '>')
-			if gt < 0 {
-				return nil, 0, "", errors.New("unterminated <parameter= tag")
-			}
-			name := strings.Trim(strings.TrimSpace(r[len(popen):gt]), `"'`)
-			vstart := pos + gt + 1
-			vend, closeLen, missing := paramEnd(body, vstart, closes)
-			if vend < 0 {
-				return nil, 0, "", fmt.Errorf("parameter %q: missing %s (truncated?)", name, paramClose)
-			}
-			if missing && note == "" {
-				note = "missing </parameter>"
-			}
-			ps = append(ps, xmlValue(name, body[vstart:vend]))
-			pos = vend + closeLen
-		case strings.HasPrefix(r, "{"):
-			// Llama-3.1 style <function=NAME>{json}</function>.
-			end := strings.Index(r, tagFuncClose)
-			if end < 0 {
-				return nil, 0, "", fmt.Errorf("missing %s (truncated?)", tagFuncClose)
-			}
-			v, rep, err := decodeLenient(r[:end])
-			if err != nil {
-				return nil, 0, "", err
-			}
-			var m []param
-			if err := eachMember(v, func(k string, raw json.RawMessage) { m = append(m, param{name: k, value: raw}) }); err != nil {
-				return nil, 0, "", err
-			}
-			return append(ps, m...), pos + end + len(tagFuncClose), joinNotes(note, rep), nil
-		case r == "":
-			return nil, 0, "", fmt.Errorf("missing %s (truncated?)", tagFuncClose)
-		default:
-			return nil, 0, "", fmt.Errorf("unexpected text %s", clip(r))
-		}
-	}
-}
-
-// paramEnd finds where a value that starts at from ends. Values may span lines and even contain "</parameter>"
-// (llama.cpp#24644: a file's content), so a closing tag counts only when the next thing is another parameter or
-// the end of the function. Without any closing tag the value runs to the next <parameter= or </function>.
-// closes lists the qualifying closing tags of the whole body, found once so that many parameters stay linear.
-func paramEnd(body string, from int, closes []int) (end, closeLen int, missing bool) {
-	if i := sort.SearchInts(closes, from); i < len(closes) {
-		return closes[i], len(paramClose), false
-	}
-	// Look for </function> only up to the next parameter, so that a long run of unclosed values stays linear.
-	rest := body[from:]
-	next := strings.Index(rest, "<parameter=")
-	if next >= 0 {
-		rest = rest[:next]
-	}
-	if k := strings.Index(rest, tagFuncClose); k >= 0 {
-		return from + k, 0, true
-	}
-	if next >= 0 {
-		return from + next, 0, true
-	}
-	return -1, 0, true
-}
-
-const paramClose = "</parameter>"
-
-func qualifyingCloses(body string) []int {
-	var closes []int
-	for j := 0; ; {
-		k := strings.Index(body[j:], paramClose)
-		if k < 0 {
-			return closes
-		}
-		j += k
-		after := strings.TrimLeft(body[j+len(paramClose):], " \t\r\n")
-		if after == "" || strings.HasPrefix(after, "<parameter=") || strings.HasPrefix(after, tagFuncClose) ||
-			strings.HasPrefix(after, tagCallClose) {
-			closes = append(closes, j)
-		}
-		j += len(paramClose)
-	}
-}
-
 // eachMember calls fn for each member of a JSON object, in order.
 func eachMember(v json.RawMessage, fn func(string, json.RawMessage)) error {
 	dec := json.NewDecoder(bytes.NewReader(v))
@@ -587,7 +459,7 @@ func eachMember(v json.RawMessage, fn func(string, json.RawMessage)) error {
 
 // parseInvokes reads Anthropic-style <invoke name="X"><parameter name="Y">v</parameter></invoke> text
 // (hermes-agent#8965); an "antml:" namespace prefix is accepted.
-func parseInvokes(s string) ([]Call, error) {
+func parseInvokes(s string, ts *ToolSet) ([]Call, error) {
 	s = strings.NewReplacer("<"+nsPrefix, "<", "</"+nsPrefix, "</").Replace(s)
 	var calls []Call
 	for {
@@ -609,6 +481,7 @@ func parseInvokes(s string) ([]Call, error) {
 		if end < 0 {
 			return calls, fmt.Errorf("%w: invoke %q: missing </invoke> (truncated?)", ErrMalformed, name)
 		}
+		ty := ts.typer(name)
 		var ps []param
 		for b := body[:end]; ; {
 			j := strings.Index(b, "<parameter")
@@ -625,12 +498,16 @@ func parseInvokes(s string) ([]Call, error) {
 			if vend < 0 {
 				return calls, fmt.Errorf("%w: invoke %q: missing </parameter>", ErrMalformed, name)
 			}
-			ps = append(ps, xmlValue(pname, b[pgt+1:pgt+1+vend]))
+			ps = append(ps, typedParam(pname, trimFormatNewlines(b[pgt+1:pgt+1+vend]), ty))
 			b = b[pgt+1+vend+len("</parameter>"):]
 		}
 		args, guessed := buildArgs(ps)
+		var note string
+		for _, p := range ps {
+			note = joinNote(note, p.note)
+		}
 		consumed := gt + 1 + end + len("</invoke>")
-		calls = append(calls, Call{Name: name, Arguments: args, Raw: start[:consumed], guessed: guessed})
+		calls = append(calls, Call{Name: name, Arguments: args, Raw: start[:consumed], Repaired: note, guessed: guessed})
 		s = start[consumed:]
 	}
 	if len(calls) == 0 {

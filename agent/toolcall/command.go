@@ -15,7 +15,7 @@ import (
 // maxInput bounds what `visor toolcalls parse` reads from stdin.
 const maxInput = 64 << 20
 
-// RunParseCommand implements `visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json]`.
+// RunParseCommand implements `visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json]`.
 //
 // stdin is an assistant message as raw text, a chat-completion response (JSON), or a streamed response (SSE
 // "data:" lines); for the latter two, content and reasoning_content are parsed and calls the server already
@@ -49,6 +49,7 @@ func RunParseCommand(stdin io.Reader, stdout io.Writer, format string, toolsJSON
 	}
 
 	p := New(f)
+	p.Init(ts) // the same schema typing as the agent loop
 	var events []Event
 	if len(msg.chunks) == 0 {
 		p.StartInThinking = opensInThinking(string(data))

@@ -1,11 +1,49 @@
-// Package toolcall finds tool calls that a local model wrote as text: Hermes JSON inside <tool_call>, Python-literal
-// dicts, the Qwen3.5/3.6/Coder XML form <function=NAME><parameter=ARG>, and Anthropic-style <function_calls><invoke>.
-// It works incrementally on a token stream, holding back only a partially written tag, and splits <think> reasoning
-// from content. A call found inside reasoning is reported, never returned as executable.
+// Package toolcall finds tool calls that a local model wrote as text and types their arguments from the
+// offered tools' schemas. It reads Hermes JSON inside <tool_call> (and Python-literal dicts), the Qwen3.5/3.6 and
+// Qwen3-Coder XML form <function=NAME><parameter=ARG>, GLM-4.5/4.7's <arg_key>/<arg_value> pairs, Gemma 4's
+// <|tool_call>call:NAME{…}<tool_call|>, Mistral's [TOOL_CALLS]NAME[ARGS]{…} (and the older JSON array), and
+// Anthropic-style <function_calls><invoke>. Each Format is one dialect behind one interface (CallParser:
+// Init with the tools, Add chunks), and all of them share one streaming scanner that holds back only a
+// partially written tag and splits <think> reasoning from content. A call found inside reasoning is reported,
+// never returned as executable.
 //
 // It exists because llama-server (and other OpenAI-compatible servers) regularly leaves such calls in content or
 // reasoning_content with tool_calls empty; see engine-notes §5 for the failures each test row reproduces.
 //
-// It does not decide whether to execute a call: the agent loop still checks finish_reason and the tool's schema
-// (ToolSet.Check does the latter) before running anything.
+// # Typing
+//
+// The XML forms write strings bare and everything else as JSON, so "42" may be a string or a number: the tool's
+// schema decides (type, type arrays such as ["string","null"], anyOf/oneOf, enums, const, local $ref). Python
+// literals (True, None, {'k': 'v'}) are read only where the schema wants a boolean, null, object or array; a
+// string field keeps the model's exact text. Values keep that text: only the one newline Qwen's template writes
+// after <parameter=X> and before </parameter> is removed. Without a schema the type is guessed from the text and
+// the guess is recorded, so ToolSet.Check can still undo it.
+//
+// # Closing tags
+//
+// A </parameter> ends a value only where what follows is another parameter of the tool, </function>,
+// </tool_call> or the end; drifted closers (</parameter1>, </parameter_function>, a bare </parameter) count the
+// same way, and a value whose closer is missing ends before the next known <parameter= line. Call tags that open
+// at the start of a line inside a value nest until they close, and an end tag in the middle of a line is text, so
+// a file that holds "</parameter>" or a whole <tool_call> example stays one argument. When nothing closes a block
+// by that structure, its first end tag closes it after all.
+//
+// # Disputable cases, decided
+//
+//   - Bare-string arguments ("arguments": "ls -la"): an error event, never a guessed argument name. The model is
+//     told and writes an object.
+//   - Double-encoded objects ("arguments": "{\"a\": 1}", up to three levels): decoded silently; it is OpenAI's own
+//     wire shape.
+//   - A valid call beside junk in an array ([{call}, 42]): inside call tags the valid calls run and the junk is an
+//     error event; a bare JSON message must be calls and nothing else, or it is content.
+//   - Malformed JSON: inside call tags an error event carrying the text (the model meant a call); a bare JSON
+//     message that does not parse is content.
+//   - An unknown tool name in bare JSON: with tools given (Init), content — {"name": "Ada", "arguments": …} is more
+//     likely an answer than a call; inside call tags it is a call, and the registry answers that the tool does not
+//     exist. Without tools any name counts.
+//   - A call cut off (no end tag): an error wrapping ErrUnclosed, except a Hermes JSON body that is complete. A GLM
+//     or Mistral call is complete only with its end tag or closed JSON value.
+//
+// It does not decide whether to execute a call: the agent loop still checks finish_reason, and the registry (or
+// ToolSet.Check) validates arguments against the schema before anything runs.
 package toolcall

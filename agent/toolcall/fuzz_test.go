@@ -14,11 +14,23 @@ func FuzzParser(f *testing.F) {
 	}
 	f.Add("<think>a `</think>` b</think><tool_call>{'name': 'x', 'arguments': {'q': 'it's'}}</tool_call>", uint8(0), uint64(9))
 	f.Add("<function_calls><invoke name=\"a\"><parameter name=\"b\">1</parameter></invoke></function_calls>", uint8(0), uint64(3))
+	for _, r := range defectRows {
+		f.Add(r.in, uint8(r.format)|0x80, uint64(len(r.name)))
+	}
+	for _, r := range dialectRows {
+		f.Add(strings.Join(r.chunks, ""), uint8(r.format)|0x80, uint64(len(r.name)))
+	}
+	ts := defectToolSet(f)
 	f.Fuzz(func(t *testing.T, in string, format uint8, seed uint64) {
 		const max = 256
-		fm := Format(format % 3)
+		fm := Format(format & 0x7f % 6)
+		var tools *ToolSet
+		if format&0x80 != 0 {
+			tools = ts
+		}
 		run := func(cut func(string) []string) Result {
 			p := New(fm)
+			p.Init(tools)
 			p.MaxPending = max
 			var ev []Event
 			for _, c := range cut(in) {
@@ -43,6 +55,7 @@ func FuzzParser(f *testing.F) {
 		}
 		// Nothing fed as reasoning is ever an executable call.
 		rp := New(fm)
+		rp.Init(tools)
 		rp.MaxPending = max
 		for _, e := range append(rp.FeedReasoning(in), rp.Close()...) {
 			if e.Kind == KindCall {

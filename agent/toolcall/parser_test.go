@@ -275,6 +275,26 @@ var rows = []row{
 		wantContent: "Use a < b, <b>bold</b>, `<think>` and <tool> in docs.",
 	},
 	{
+		name:          "[TOOL_CALLS] mentioned in thinking stays reasoning",
+		content:       "<think>I could write [TOOL_CALLS] here</think>Answer.",
+		wantReasoning: "I could write [TOOL_CALLS] here",
+		wantContent:   "Answer.",
+	},
+	{
+		name:            "a Mistral call inside thinking is reported, not executed",
+		content:         "<think>[TOOL_CALLS]f[ARGS]{\"a\":1}</think>ok",
+		wantReasoning:   "[TOOL_CALLS]f[ARGS]{\"a\":1}",
+		wantContent:     "ok",
+		wantReasonCalls: []string{`f {"a":1}`},
+	},
+	{
+		name:            "a Gemma call inside thinking is reported, not executed",
+		content:         "<think><|tool_call>call:f{a:1}<tool_call|></think>ok",
+		wantReasoning:   "<|tool_call>call:f{a:1}<tool_call|>",
+		wantContent:     "ok",
+		wantReasonCalls: []string{`f {"a":1}`},
+	},
+	{
 		name:    "malformed call body",
 		content: "<tool_call>\nget_weather(city=\"Paris\")\n</tool_call>",
 		wantErr: ErrMalformed,

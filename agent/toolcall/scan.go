@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -53,12 +54,32 @@ type stream struct {
 	held          []byte
 	callIDs       []string // calls emitted from this stream's text mode, for a late </think>
 	js            jsonScan // holdJSON: how far the held text is known to be JSON
+
+	// modeBlock, for the structure of the block's body (see blockSyntax).
+	depth   int      // nested call tags opened at the start of a line and not yet closed
+	inFunc  bool     // inside the block's own <function=…>
+	inQuote bool     // between quote marks
+	cand    int      // the first end tag that did not close the block, -1 if none: used if nothing better comes
+	candTag string   //
+	bj      jsonScan // jsonEnd blocks: how far the JSON value after the opener is known
+}
+
+// enterBlock starts a block opened by tag.
+func (s *stream) enterBlock(tag string, inThink bool) {
+	s.mode, s.open, s.inThink, s.searched = modeBlock, tag, inThink, 0
+	s.depth, s.inFunc, s.inQuote, s.cand, s.candTag, s.bj = 0, tag == tagFuncOpen, false, -1, "", jsonScan{}
 }
 
 func (s *stream) consume(n int) {
-	// Shift instead of reslicing so the backing array is reused and memory stays bounded by what is pending.
-	m := copy(s.buf, s.buf[n:])
-	s.buf = s.buf[:m]
+	// Shift when what stays is no longer than what goes (so the copy is paid for by the consumed bytes and the
+	// backing array is reused); otherwise reslice, so that many tags in one large chunk stay linear. Either way
+	// memory stays bounded by what is pending.
+	if rest := len(s.buf) - n; rest <= n || rest <= 4096 {
+		m := copy(s.buf, s.buf[n:])
+		s.buf = s.buf[:m]
+		return
+	}
+	s.buf = s.buf[n:]
 }
 
 func (p *Parser) run(s *stream, final bool) {
@@ -81,13 +102,32 @@ func (p *Parser) run(s *stream, final bool) {
 }
 
 // scanTags finds the earliest full tag in buf (from offset from), or a tag prefix that runs to the end of buf.
-func scanTags(buf []byte, from int, tags []string) (idx int, tag string, partial bool) {
+// firsts holds the first bytes of the tags; all but Mistral's start with '<'.
+func scanTags(buf []byte, from int, tags []string, firsts string) (idx int, tag string, partial bool) {
+	// Two byte searches beat bytes.IndexAny; where the next '<' is stays known across candidates, so that a run of
+	// '[' far from any '<' is not searched again for each one.
+	nextLT := -2
 	for i := from; i < len(buf); {
-		j := bytes.IndexByte(buf[i:], '<')
+		if nextLT < i && nextLT != -1 {
+			nextLT = bytes.IndexByte(buf[i:], '<')
+			if nextLT >= 0 {
+				nextLT += i
+			}
+		}
+		j := nextLT
+		if len(firsts) > 1 {
+			lim := len(buf)
+			if j >= 0 {
+				lim = j
+			}
+			if k := bytes.IndexByte(buf[i:lim], firsts[1]); k >= 0 {
+				j = i + k
+			}
+		}
 		if j < 0 {
 			return -1, "", false
 		}
-		i += j
+		i = j
 		rest := buf[i:]
 		for _, t := range tags {
 			if len(rest) >= len(t) {
@@ -120,7 +160,7 @@ func (s *stream) literalTag(idx, end int, final bool) (literal, wait bool) {
 }
 
 func (p *Parser) stepText(s *stream, final bool) bool {
-	idx, tag, partial := scanTags(s.buf, 0, p.textTags)
+	idx, tag, partial := scanTags(s.buf, 0, p.textTags, p.firsts)
 	if idx < 0 || (partial && final) {
 		p.text(s, s.buf)
 		s.buf = s.buf[:0]
@@ -158,6 +198,7 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 		// came from thinking so the agent drops them. Parse and StartInThinking avoid this.
 		p.releaseHeld(s)
 		if len(s.callIDs) > 0 {
+			p.settle()
 			p.out = append(p.out, Event{
 				Kind: KindError,
 				Text: tagThinkClose,
@@ -179,7 +220,7 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 		// JSON before a real call tag is not "the whole message": it is content. Separators before it are dropped.
 		p.releaseHeld(s)
 		s.held, s.hold = s.held[:0], holdNone
-		s.mode, s.open, s.inThink, s.searched = modeBlock, tag, false, 0
+		s.enterBlock(tag, false)
 	}
 	return true
 }
@@ -193,7 +234,7 @@ func (p *Parser) text(s *stream, b []byte) {
 	for len(b) > 0 {
 		switch s.hold {
 		case holdNone:
-			p.emit(KindContent, string(b))
+			p.emitBytes(KindContent, b)
 			return
 		case holdLead, holdSep:
 			i := 0
@@ -210,18 +251,19 @@ func (p *Parser) text(s *stream, b []byte) {
 				continue
 			}
 			// Whitespace before prose is part of it.
-			p.emit(KindContent, string(s.held))
+			p.emitBytes(KindContent, s.held)
 			s.held, s.hold = s.held[:0], holdNone
 		case holdJSON:
 			if len(s.held)+len(b) > p.maxPending() {
-				p.emit(KindContent, string(s.held)+string(b))
+				p.emitBytes(KindContent, s.held)
+				p.emitBytes(KindContent, b)
 				s.held, s.hold = s.held[:0], holdNone
 				return
 			}
 			s.held = append(s.held, b...)
 			if notJSONMessage(s) {
 				// "[1] First point", "`code` is…": prose after all. Stream it instead of holding it to the end.
-				p.emit(KindContent, string(s.held))
+				p.emitBytes(KindContent, s.held)
 				s.held, s.hold = s.held[:0], holdNone
 			}
 			return
@@ -289,7 +331,7 @@ func isSep(c byte, afterCall bool) bool {
 // releaseHeld emits held text as content before a think tag.
 func (p *Parser) releaseHeld(s *stream) {
 	if s.hold == holdJSON {
-		p.emit(KindContent, string(s.held))
+		p.emitBytes(KindContent, s.held)
 		s.held, s.hold = s.held[:0], holdNone
 	}
 }
@@ -300,7 +342,7 @@ func (p *Parser) closeHold(s *stream) {
 		raw := string(s.held)
 		if p.format == Auto {
 			// Only a message that is nothing but a call counts (hermes-agent#107125); anything else stays content.
-			if calls, err := parseJSONCalls(raw, true); err == nil && len(calls) > 0 {
+			if calls, err := parseJSONCalls(raw, true); err == nil && len(calls) > 0 && p.allOffered(calls) {
 				p.emitCalls(calls, nil, raw, false)
 				s.held, s.hold = s.held[:0], holdNone
 				return
@@ -311,12 +353,26 @@ func (p *Parser) closeHold(s *stream) {
 	s.held, s.hold = s.held[:0], holdLead
 }
 
+// allOffered reports whether every call names an offered tool; with no tools given, any name counts. A bare
+// JSON message that names something else ({"name": "Ada", "arguments": …}) is more likely an answer than a call.
+func (p *Parser) allOffered(calls []Call) bool {
+	if p.tools == nil {
+		return true
+	}
+	for _, c := range calls {
+		if _, ok := p.tools.tools[c.Name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *Parser) stepThink(s *stream, final bool) bool {
 	tags := p.thinkTags
 	if s.reasoningOnly {
 		tags = tags[1:]
 	}
-	idx, tag, partial := scanTags(s.buf, 0, tags)
+	idx, tag, partial := scanTags(s.buf, 0, tags, p.firsts)
 	if idx < 0 || (partial && final) {
 		p.think(s, s.buf)
 		s.buf = s.buf[:0]
@@ -349,87 +405,213 @@ func (p *Parser) stepThink(s *stream, final bool) bool {
 	p.think(s, s.buf[:idx])
 	s.consume(end)
 	s.prev = '>'
-	s.mode, s.open, s.inThink, s.searched = modeBlock, tag, true, 0
+	s.enterBlock(tag, true)
 	return true
 }
 
 func (p *Parser) think(s *stream, b []byte) {
 	if len(b) > 0 {
 		s.prev = b[len(b)-1]
-		p.emit(KindReasoning, string(b))
+		p.emitBytes(KindReasoning, b)
 	}
-}
-
-func endTags(open string, inThink, reasoningOnly bool) []string {
-	var tags []string
-	switch open {
-	case tagCallOpen:
-		tags = []string{tagCallClose}
-	case tagFuncOpen:
-		tags = []string{tagFuncClose, tagCallClose}
-	case tagFuncCallsOpen:
-		tags = []string{tagFuncCallsClose}
-	}
-	if inThink && !reasoningOnly {
-		// A call tag mentioned in thinking prose never closes (lmstudio-bug-tracker#1592); </think> ends it.
-		tags = append(tags, tagThinkClose)
-	}
-	return tags
 }
 
 func (p *Parser) stepBlock(s *stream, final bool) bool {
-	tags := endTags(s.open, s.inThink, s.reasoningOnly)
-	idx, tag, partial := scanTags(s.buf, s.searched, tags)
-	// The cap applies to where the end tag starts, not to how the bytes were chunked, so that feeding byte by byte
-	// and feeding everything at once give the same events.
-	start := idx
-	if idx < 0 {
-		start = len(s.buf)
+	syn := p.syntax(s.open)
+	if syn.jsonEnd {
+		return p.stepJSONBlock(s, final)
 	}
-	if start > p.maxPending() {
-		p.overflow(s)
-		return true
-	}
-	if idx < 0 || partial {
-		s.searched = start
-		if final {
-			p.endBlock(s, "", len(s.buf))
+	tags := syn.tagsFor(s.inThink, s.reasoningOnly)
+	for {
+		idx, tag, partial := scanTags(s.buf, s.searched, tags, "<")
+		// The cap applies to where the end tag starts, not to how the bytes were chunked, so that feeding byte by
+		// byte and feeding everything at once give the same events.
+		start := idx
+		if idx < 0 {
+			start = len(s.buf)
+		}
+		if start > p.maxPending() {
+			p.overflow(s)
+			return true
+		}
+		if idx < 0 || partial {
+			s.searched = start
+			if !final {
+				return false
+			}
+			if s.cand >= 0 {
+				// No end tag closed the block by its structure; the first one did close it after all.
+				n, tag := s.cand, s.candTag
+				p.endBlock(s, tag, n, true)
+				s.consume(n + len(tag))
+				return true
+			}
+			p.endBlock(s, "", len(s.buf), false)
 			s.buf = s.buf[:0]
 			return false
 		}
+		s.searched = idx + len(tag)
+		switch {
+		case tag == tagThinkClose:
+			p.think(s, append([]byte(s.open), s.buf[:idx]...))
+			s.consume(idx)
+			s.mode = modeThink
+			return true
+		case tag == syn.quote:
+			s.inQuote = !s.inQuote
+			continue
+		case s.inQuote:
+		case tag == tagCallOpen || tag == tagFuncOpen:
+			switch {
+			case !lineStart(s.buf, idx):
+			case tag == tagFuncOpen && !s.inFunc && s.depth == 0:
+				s.inFunc = true
+			case s.inFunc:
+				// Inside a function's values: a call example in a file, until it closes.
+				s.depth++
+			case tag == tagCallOpen && s.cand >= 0:
+				// A new call on its own line after an end tag that did not look like one: that tag was the end.
+				n, tag := s.cand, s.candTag
+				p.endBlock(s, tag, n, true)
+				s.consume(n + len(tag))
+				return true
+			}
+			continue
+		case s.depth > 0:
+			if tag == tagFuncClose || tag == tagCallClose {
+				s.depth--
+			}
+		case tag == tagFuncClose && !isEnd(syn, tag):
+			s.inFunc = false
+			continue
+		case !syn.nest || closesHere(s.buf, idx):
+			p.endBlock(s, tag, idx, true)
+			s.consume(idx + len(tag))
+			return true
+		}
+		if isEnd(syn, tag) && s.cand < 0 {
+			s.cand, s.candTag = idx, tag
+		}
+	}
+}
+
+// stepJSONBlock follows a block without an end tag ([TOOL_CALLS]): a function name and markers, then one JSON
+// value; the block ends where that value closes.
+func (p *Parser) stepJSONBlock(s *stream, final bool) bool {
+	j := &s.bj
+	b := s.buf
+	for j.pos < len(b) {
+		if j.pos > p.maxPending() {
+			p.overflow(s)
+			return true
+		}
+		c := b[j.pos]
+		if !j.done && j.depth == 0 {
+			if c == '<' && s.inThink && !s.reasoningOnly {
+				// Thinking that mentioned [TOOL_CALLS] goes on until </think>, as for the tagged blocks.
+				rest := string(b[j.pos:min(len(b), j.pos+len(tagThinkClose))])
+				switch {
+				case rest == tagThinkClose:
+					p.think(s, append([]byte(s.open), b[:j.pos]...))
+					s.consume(j.pos)
+					s.mode = modeThink
+					return true
+				case !final && strings.HasPrefix(tagThinkClose, rest):
+					return false
+				}
+			}
+			// Before the value: skip the name and the [ARGS] / [CALL_ID] markers.
+			if c == '[' {
+				rest := string(b[j.pos:min(len(b), j.pos+len(mistralCallID))])
+				switch {
+				case strings.HasPrefix(rest, mistralArgs):
+					j.pos += len(mistralArgs)
+					continue
+				case strings.HasPrefix(rest, mistralCallID):
+					j.pos += len(mistralCallID)
+					continue
+				case !final && (strings.HasPrefix(mistralArgs, rest) || strings.HasPrefix(mistralCallID, rest)):
+					return false
+				}
+			}
+			if c == '{' || c == '[' {
+				j.depth = 1
+				j.pos++
+				continue
+			}
+			if c == '\n' && strings.TrimSpace(string(b[:j.pos])) != "" || j.pos > 256 {
+				// No JSON value where one belongs: the body ends here and is reported as malformed.
+				p.endBlock(s, "", j.pos, true)
+				s.consume(j.pos)
+				return true
+			}
+			j.pos++
+			continue
+		}
+		switch {
+		case j.esc:
+			j.esc = false
+		case j.str:
+			j.esc = c == '\\'
+			j.str = c != '"'
+		case c == '"':
+			j.str = true
+		case c == '{' || c == '[':
+			j.depth++
+		case c == '}' || c == ']':
+			j.depth--
+			if j.depth == 0 {
+				n := j.pos + 1
+				p.endBlock(s, "", n, true)
+				s.consume(n)
+				return true
+			}
+		}
+		j.pos++
+	}
+	if final {
+		p.endBlock(s, "", len(s.buf), false)
+		s.buf = s.buf[:0]
+	}
+	return false
+}
+
+// lineStart reports whether only spaces or tabs stand between buf[idx] and the previous newline or the start.
+func lineStart(buf []byte, idx int) bool {
+	for j := idx - 1; j >= 0; j-- {
+		switch buf[j] {
+		case ' ', '\t':
+			continue
+		case '\n':
+			return true
+		}
 		return false
 	}
-	if tag == tagThinkClose {
-		p.think(s, append([]byte(s.open), s.buf[:idx]...))
-		s.consume(idx)
-		s.mode = modeThink
-		return true
-	}
-	p.endBlock(s, tag, idx)
-	s.consume(idx + len(tag))
 	return true
 }
 
-// endBlock handles a block whose body is s.buf[:n], closed by tag ("" when the stream ended first).
-func (p *Parser) endBlock(s *stream, tag string, n int) {
-	raw := s.open + string(s.buf[:n]) + tag
+// endBlock handles a block whose body is s.buf[:n], ended by tag ("" for none). closed is false when the stream
+// ended first.
+func (p *Parser) endBlock(s *stream, tag string, n int, closed bool) {
+	body := string(s.buf[:n])
+	raw := s.open + body + tag
 	if s.inThink {
 		s.prev = '>'
 		p.emit(KindReasoning, raw)
 		s.mode = modeThink
-		if tag != "" {
-			if calls, err := parseBlock(s.open, raw); err == nil {
+		if closed {
+			if calls, err := p.parseBlock(s.open, body, tag, closed); err == nil {
 				p.emitCalls(calls, nil, raw, true)
 			}
 		}
 		return
 	}
 	s.mode, s.hold, s.prev = modeText, holdSep, '>'
-	calls, err := parseBlock(s.open, raw)
-	if tag == "" && err == nil && s.open == tagFuncCallsOpen {
+	calls, err := p.parseBlock(s.open, body, tag, closed)
+	if !closed && err == nil && s.open == tagFuncCallsOpen {
 		err = fmt.Errorf("%w: missing %s", ErrUnclosed, tagFuncCallsClose)
 	}
-	if tag == "" && err != nil {
+	if !closed && err != nil && !errors.Is(err, ErrUnclosed) {
 		err = fmt.Errorf("%w: stream ended inside %s: %w", ErrUnclosed, s.open, err)
 	}
 	p.emitCalls(calls, err, raw, false)
@@ -445,6 +627,7 @@ func (p *Parser) overflow(s *stream) {
 		s.mode = modeThink
 		return
 	}
+	p.settle()
 	p.out = append(p.out, Event{
 		Kind: KindError,
 		Text: s.open + string(s.buf[:max]),
@@ -466,8 +649,16 @@ func longestTag(tags []string) string {
 }
 
 func (p *Parser) stepDiscard(s *stream, final bool) bool {
-	tags := endTags(s.open, false, false)
-	idx, tag, partial := scanTags(s.buf, 0, tags)
+	tags := p.syntax(s.open).ends
+	if len(tags) == 0 {
+		// No end tag to wait for: the rest of the message is the oversized call.
+		s.buf = s.buf[:0]
+		if final {
+			s.mode = modeText
+		}
+		return false
+	}
+	idx, tag, partial := scanTags(s.buf, 0, tags, "<")
 	if idx >= 0 && !partial {
 		s.consume(idx + len(tag))
 		s.mode, s.hold = modeText, holdSep
@@ -492,15 +683,39 @@ func (p *Parser) emit(k Kind, text string) {
 	if text == "" {
 		return
 	}
-	// Merge with the previous event of the same kind so byte-at-a-time feeding does not produce a flood.
-	if n := len(p.out); n > 0 && p.out[n-1].Kind == k && (k == KindContent || k == KindReasoning) {
-		p.out[n-1].Text += text
+	p.pendFor(k)
+	p.pend = append(p.pend, text...)
+}
+
+// emitBytes is emit for bytes that are still in a buffer: they are copied once, into the gathered text.
+func (p *Parser) emitBytes(k Kind, b []byte) {
+	if len(b) == 0 {
 		return
 	}
-	p.out = append(p.out, Event{Kind: k, Text: text})
+	p.pendFor(k)
+	p.pend = append(p.pend, b...)
+}
+
+// pendFor readies p.pend for text of kind k. Text of the same kind as the last merges with it, so that
+// byte-at-a-time feeding does not produce a flood of events; it is gathered in one buffer so that many pieces
+// stay linear.
+func (p *Parser) pendFor(k Kind) {
+	if len(p.pend) > 0 && p.pendKind != k {
+		p.settle()
+	}
+	p.pendKind = k
+}
+
+// settle turns gathered text into its event; everything that appends to p.out directly calls it first.
+func (p *Parser) settle() {
+	if len(p.pend) > 0 {
+		p.out = append(p.out, Event{Kind: p.pendKind, Text: string(p.pend)})
+		p.pend = p.pend[:0]
+	}
 }
 
 func (p *Parser) emitCalls(calls []Call, err error, raw string, inThink bool) {
+	p.settle()
 	kind := KindCall
 	if inThink {
 		kind = KindReasoningCall

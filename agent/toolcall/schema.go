@@ -29,6 +29,12 @@ type tool struct {
 	resolved *jsonschema.Resolved
 }
 
+// ToolDef is one tool offered to the model: its name and the JSON Schema of its arguments object.
+type ToolDef struct {
+	Name       string
+	Parameters json.RawMessage
+}
+
 // ParseTools reads tools in OpenAI's format: an array of {"type":"function","function":{name,description,
 // parameters}}, or a request object with such a "tools" array.
 func ParseTools(data []byte) (*ToolSet, error) {
@@ -51,25 +57,46 @@ func ParseTools(data []byte) (*ToolSet, error) {
 	if err := json.Unmarshal(data, &defs); err != nil {
 		return nil, fmt.Errorf("read tools: %w", err)
 	}
-	ts := &ToolSet{tools: map[string]tool{}}
+	td := make([]ToolDef, len(defs))
 	for i, d := range defs {
-		name := d.Function.Name
-		if name == "" {
+		if d.Function.Name == "" {
 			return nil, fmt.Errorf("read tools: tool %d has no function.name", i)
 		}
-		params := d.Function.Parameters
+		td[i] = ToolDef{Name: d.Function.Name, Parameters: d.Function.Parameters}
+	}
+	ts, err := NewToolSet(td)
+	if err != nil {
+		return nil, fmt.Errorf("read tools: %w", err)
+	}
+	return ts, nil
+}
+
+// NewToolSet compiles the tools' schemas. The parser types each value from them (Parser.Init) and Check
+// validates whole calls against them.
+func NewToolSet(defs []ToolDef) (*ToolSet, error) {
+	ts := &ToolSet{tools: map[string]tool{}}
+	for _, d := range defs {
+		params := d.Parameters
 		if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 			params = json.RawMessage(`{"type":"object"}`)
 		}
 		var s jsonschema.Schema
 		if err := json.Unmarshal(params, &s); err != nil {
-			return nil, fmt.Errorf("read tools: schema of %q: %w", name, err)
+			return nil, fmt.Errorf("schema of %q: %w", d.Name, err)
+		}
+		// MCP servers still publish draft-04/06 schemas; their keywords mostly mean the same in 2020-12 (the tools
+		// registry reads them the same way).
+		switch s.Schema {
+		case "", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema#",
+			"https://json-schema.org/draft/2020-12/schema":
+		default:
+			s.Schema = ""
 		}
 		rs, err := s.Resolve(nil)
 		if err != nil {
-			return nil, fmt.Errorf("read tools: resolve schema of %q: %w", name, err)
+			return nil, fmt.Errorf("resolve schema of %q: %w", d.Name, err)
 		}
-		ts.tools[name] = tool{schema: &s, resolved: rs}
+		ts.tools[d.Name] = tool{schema: &s, resolved: rs}
 	}
 	return ts, nil
 }

@@ -17,9 +17,16 @@ const (
 	Hermes
 	// QwenXML accepts <tool_call> blocks and <function=NAME> blocks written without the wrapper.
 	QwenXML
+	// Gemma4 accepts <|tool_call>call:NAME{…}<tool_call|> blocks.
+	Gemma4
+	// GLM accepts GLM-4.5/4.7 <tool_call>NAME<arg_key>…</arg_key><arg_value>…</arg_value></tool_call> blocks (and
+	// the other <tool_call> bodies).
+	GLM
+	// Mistral accepts [TOOL_CALLS] followed by NAME[ARGS]{…} or a JSON array of calls.
+	Mistral
 )
 
-// ParseFormat maps the CLI spelling (auto, hermes, qwen-xml) to a Format.
+// ParseFormat maps the CLI spelling (auto, hermes, qwen-xml, gemma4, glm, mistral) to a Format.
 func ParseFormat(s string) (Format, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "auto":
@@ -28,8 +35,14 @@ func ParseFormat(s string) (Format, error) {
 		return Hermes, nil
 	case "qwen-xml", "qwenxml", "qwen":
 		return QwenXML, nil
+	case "gemma4", "gemma-4", "gemma":
+		return Gemma4, nil
+	case "glm", "glm4", "glm-4.5", "glm-4.7":
+		return GLM, nil
+	case "mistral":
+		return Mistral, nil
 	}
-	return Auto, fmt.Errorf("unknown tool-call format %q (want auto, hermes or qwen-xml)", s)
+	return Auto, fmt.Errorf("unknown tool-call format %q (want auto, hermes, qwen-xml, gemma4, glm or mistral)", s)
 }
 
 func (f Format) String() string {
@@ -38,6 +51,12 @@ func (f Format) String() string {
 		return "hermes"
 	case QwenXML:
 		return "qwen-xml"
+	case Gemma4:
+		return "gemma4"
+	case GLM:
+		return "glm"
+	case Mistral:
+		return "mistral"
 	}
 	return "auto"
 }
@@ -124,29 +143,63 @@ type Parser struct {
 	MaxPending int
 
 	format    Format
+	dialect   []*blockSyntax
+	tools     *ToolSet
 	textTags  []string
 	thinkTags []string
+	firsts    string // the first bytes of every tag the scanner looks for
 	content   stream
 	reasoning stream
 	started   bool
 	nextID    int
 	out       []Event
+	pend      []byte // text of the last, still growing content or reasoning event
+	pendKind  Kind
 }
+
+// CallParser is what every dialect's parser offers, in the shape of Ollama's model/parsers: Init with the
+// offered tools, then Add each streamed chunk, with done set on the last one. *Parser implements it for every
+// Format; the dialects share the streaming scanner and differ in the blocks they read.
+type CallParser interface {
+	Init(tools *ToolSet)
+	Add(chunk string, done bool) []Event
+}
+
+var _ CallParser = (*Parser)(nil)
 
 // New returns a Parser for one assistant message in format f.
 func New(f Format) *Parser {
-	p := &Parser{format: f}
-	calls := []string{tagCallOpen}
-	switch f {
-	case QwenXML:
-		calls = append(calls, tagFuncOpen)
-	case Auto:
-		calls = append(calls, tagFuncOpen, tagFuncCallsOpen)
+	p := &Parser{format: f, dialect: dialectOf(f)}
+	var calls []string
+	for _, b := range p.dialect {
+		calls = append(calls, b.open)
 	}
 	p.textTags = append([]string{tagThinkOpen, tagThinkClose, tagCallClose}, calls...)
 	p.thinkTags = append([]string{tagThinkClose}, calls...)
+	for _, t := range p.textTags {
+		if strings.IndexByte(p.firsts, t[0]) < 0 {
+			p.firsts += t[:1]
+		}
+	}
 	p.reset()
 	return p
+}
+
+// Init gives the parser the tools offered to the model (nil for none known) and resets it. Each argument is then
+// typed from its tool's schema as it is parsed, and a bare JSON message only counts as a call when it names one
+// of them.
+func (p *Parser) Init(tools *ToolSet) {
+	p.tools = tools
+	p.reset()
+}
+
+// Add feeds the next content chunk; done ends the message (see Close).
+func (p *Parser) Add(chunk string, done bool) []Event {
+	ev := p.Feed(chunk)
+	if done {
+		ev = append(ev, p.Close()...)
+	}
+	return ev
 }
 
 func (p *Parser) reset() {
@@ -154,6 +207,7 @@ func (p *Parser) reset() {
 	p.reasoning = stream{reasoningOnly: true, mode: modeThink}
 	p.started = false
 	p.nextID = 0
+	p.out, p.pend = nil, p.pend[:0]
 }
 
 // Feed consumes the next chunk of the content channel and returns the events it completed.
@@ -195,6 +249,7 @@ func (p *Parser) start() {
 }
 
 func (p *Parser) flush() []Event {
+	p.settle()
 	ev := p.out
 	p.out = nil
 	return ev
@@ -242,7 +297,13 @@ func Collect(events []Event) Result {
 // Parse splits a complete message. Unlike a streaming Parser it can see the whole text, so it also detects a
 // message that starts inside thinking (a </think> with no <think> before it).
 func Parse(text string, f Format) Result {
+	return ParseWith(text, f, nil)
+}
+
+// ParseWith is Parse with the offered tools, whose schemas type each argument (see Parser.Init).
+func ParseWith(text string, f Format, tools *ToolSet) Result {
 	p := New(f)
+	p.Init(tools)
 	p.StartInThinking = opensInThinking(text)
 	ev := p.Feed(text)
 	return Collect(append(ev, p.Close()...))

@@ -24,7 +24,7 @@ usage:
   visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
-  visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json] < output.txt
+  visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
   visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
   visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB] [--ctx N] [--cache-type q4_0] [--json]
   visor models write DIR             write the tiny test models (chat + vision projector)

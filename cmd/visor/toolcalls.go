@@ -14,12 +14,12 @@ import (
 // object. Users debug their chat templates with it, so its output shape is stable.
 func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "parse" {
-		fmt.Fprintln(stderr, "usage: visor toolcalls parse [--format auto|hermes|qwen-xml] [--tools tools.json] < output.txt")
+		fmt.Fprintln(stderr, "usage: visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt")
 		return errors.New("toolcalls: expected the subcommand parse")
 	}
 	fs := flag.NewFlagSet("toolcalls parse", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "auto", "call syntax: auto, hermes or qwen-xml")
+	format := fs.String("format", "auto", "call syntax: auto, hermes, qwen-xml, gemma4, glm or mistral")
 	toolsFile := fs.String("tools", "", "OpenAI tools JSON to validate calls against")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

@@ -1,0 +1,259 @@
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Gemma 4 writes <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3,flag:true,xs:[1,2],o:{k:v}}<tool_call|>: keys are
+// bare (or quoted), strings sit between <|"|> marks, numbers, booleans and null are bare.
+const (
+	tagGemmaOpen  = "<|tool_call>"
+	tagGemmaClose = "<tool_call|>"
+	gemmaQuote    = `<|"|>`
+)
+
+// gnode is one parsed Gemma value.
+type gnode struct {
+	kind byte // 's' quoted string, 'b' bare scalar, 'o' object, 'a' array
+	text string
+	keys []string
+	vals []gnode
+}
+
+type gemmaReader struct {
+	s   string
+	pos int
+}
+
+var errGemmaEOF = errors.New("value ends early")
+
+func (r *gemmaReader) ws() {
+	for r.pos < len(r.s) && strings.IndexByte(" \t\r\n", r.s[r.pos]) >= 0 {
+		r.pos++
+	}
+}
+
+func (r *gemmaReader) value(depth int) (gnode, error) {
+	if depth > 64 {
+		return gnode{}, errors.New("nested too deeply")
+	}
+	r.ws()
+	rest := r.s[r.pos:]
+	switch {
+	case rest == "":
+		return gnode{}, errGemmaEOF
+	case strings.HasPrefix(rest, gemmaQuote):
+		body := rest[len(gemmaQuote):]
+		e := strings.Index(body, gemmaQuote)
+		if e < 0 {
+			return gnode{}, errors.New("unterminated <|\"|> string")
+		}
+		r.pos += len(gemmaQuote) + e + len(gemmaQuote)
+		return gnode{kind: 's', text: body[:e]}, nil
+	case rest[0] == '"':
+		// Some generations quote with plain JSON strings.
+		e := stringEnd(rest, 0)
+		if e < 0 {
+			return gnode{}, errors.New("unterminated string")
+		}
+		var str string
+		if err := json.Unmarshal([]byte(rest[:e]), &str); err != nil {
+			return gnode{}, err
+		}
+		r.pos += e
+		return gnode{kind: 's', text: str}, nil
+	case rest[0] == '{':
+		r.pos++
+		n := gnode{kind: 'o'}
+		for {
+			r.ws()
+			if r.pos >= len(r.s) {
+				return gnode{}, errGemmaEOF
+			}
+			if r.s[r.pos] == '}' {
+				r.pos++
+				return n, nil
+			}
+			k, err := r.key()
+			if err != nil {
+				return gnode{}, err
+			}
+			v, err := r.value(depth + 1)
+			if err != nil {
+				return gnode{}, err
+			}
+			n.keys, n.vals = append(n.keys, k), append(n.vals, v)
+			r.ws()
+			if r.pos < len(r.s) && r.s[r.pos] == ',' {
+				r.pos++
+			}
+		}
+	case rest[0] == '[':
+		r.pos++
+		n := gnode{kind: 'a'}
+		for {
+			r.ws()
+			if r.pos >= len(r.s) {
+				return gnode{}, errGemmaEOF
+			}
+			if r.s[r.pos] == ']' {
+				r.pos++
+				return n, nil
+			}
+			v, err := r.value(depth + 1)
+			if err != nil {
+				return gnode{}, err
+			}
+			n.vals = append(n.vals, v)
+			r.ws()
+			if r.pos < len(r.s) && r.s[r.pos] == ',' {
+				r.pos++
+			}
+		}
+	}
+	e := strings.IndexAny(rest, ",}]")
+	if e < 0 {
+		e = len(rest)
+	}
+	if e == 0 {
+		return gnode{}, fmt.Errorf("unexpected %q", rest[:1])
+	}
+	r.pos += e
+	return gnode{kind: 'b', text: strings.TrimSpace(rest[:e])}, nil
+}
+
+func (r *gemmaReader) key() (string, error) {
+	r.ws()
+	rest := r.s[r.pos:]
+	if strings.HasPrefix(rest, gemmaQuote) {
+		body := rest[len(gemmaQuote):]
+		e := strings.Index(body, gemmaQuote)
+		if e < 0 || !strings.HasPrefix(strings.TrimLeft(body[e+len(gemmaQuote):], " "), ":") {
+			return "", errors.New("bad quoted key")
+		}
+		after := body[e+len(gemmaQuote):]
+		r.pos += len(gemmaQuote) + e + len(gemmaQuote) + strings.IndexByte(after, ':') + 1
+		return body[:e], nil
+	}
+	c := strings.IndexByte(rest, ':')
+	if c < 0 {
+		return "", errGemmaEOF
+	}
+	k := strings.Trim(strings.TrimSpace(rest[:c]), `"'`)
+	if k == "" || strings.ContainsAny(k, "{}[],") {
+		return "", fmt.Errorf("bad key %q", rest[:c])
+	}
+	r.pos += c + 1
+	return k, nil
+}
+
+// toJSON writes a Gemma value as JSON, typing bare scalars from the schema s.
+func (n gnode) toJSON(buf *bytes.Buffer, s, root *jsonschema.Schema) (guessed bool) {
+	s = resolveRef(s, root)
+	switch n.kind {
+	case 's':
+		buf.Write(jsonString(n.text))
+	case 'b':
+		v, g, _ := typeText(n.text, s, root)
+		buf.Write(v)
+		guessed = g
+	case 'o':
+		buf.WriteByte('{')
+		for i, k := range n.keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(jsonString(k))
+			buf.WriteByte(':')
+			var sub *jsonschema.Schema
+			if s != nil {
+				sub = s.Properties[k]
+				if sub == nil {
+					sub = s.AdditionalProperties
+				}
+			}
+			n.vals[i].toJSON(buf, sub, root)
+		}
+		buf.WriteByte('}')
+	case 'a':
+		buf.WriteByte('[')
+		for i, v := range n.vals {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			var sub *jsonschema.Schema
+			if s != nil {
+				sub = s.Items
+			}
+			v.toJSON(buf, sub, root)
+		}
+		buf.WriteByte(']')
+	}
+	return guessed
+}
+
+// parseGemma reads the calls in one <|tool_call> block: call:NAME{…}, possibly several in a row.
+func parseGemma(body string, closed bool, ts *ToolSet) ([]Call, error) {
+	var calls []Call
+	s := strings.TrimSpace(body)
+	for s != "" {
+		s = strings.TrimPrefix(s, "call:")
+		open := strings.IndexByte(s, '{')
+		if open < 0 {
+			return calls, fmt.Errorf("%w: expected call:NAME{…}", ErrMalformed)
+		}
+		name := strings.TrimSpace(s[:open])
+		if name == "" || strings.ContainsAny(name, " \t\n<>\"'") {
+			return calls, fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
+		}
+		r := gemmaReader{s: s, pos: open}
+		n, err := r.value(0)
+		if err != nil {
+			if errors.Is(err, errGemmaEOF) && !closed {
+				err = fmt.Errorf("%w: %w", ErrUnclosed, err)
+			}
+			return calls, fmt.Errorf("%w: function %q: %w", ErrMalformed, name, err)
+		}
+		ty := ts.typer(name)
+		var buf bytes.Buffer
+		var guessed map[string]string
+		buf.WriteByte('{')
+		for i, k := range n.keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(jsonString(k))
+			buf.WriteByte(':')
+			if n.vals[i].toJSON(&buf, ty.prop(k), ty.rootSchema()) {
+				if guessed == nil {
+					guessed = map[string]string{}
+				}
+				guessed[k] = n.vals[i].text
+			}
+		}
+		buf.WriteByte('}')
+		args, _ := buildArgsFromObject(buf.Bytes())
+		calls = append(calls, Call{Name: name, Arguments: args, Raw: tagGemmaOpen + "call:" + s[:r.pos] + tagGemmaClose, guessed: guessed})
+		s = strings.TrimSpace(s[r.pos:])
+	}
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("%w: empty <|tool_call> block", ErrMalformed)
+	}
+	return calls, nil
+}
+
+// buildArgsFromObject applies the last-one-wins rule for repeated keys, as buildArgs does for XML.
+func buildArgsFromObject(obj []byte) (json.RawMessage, error) {
+	var ps []param
+	if err := eachMember(obj, func(k string, raw json.RawMessage) { ps = append(ps, param{name: k, value: raw}) }); err != nil {
+		return nil, err
+	}
+	out, _ := buildArgs(ps)
+	return out, nil
+}
