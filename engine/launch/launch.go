@@ -49,7 +49,48 @@ func Start(ctx context.Context, base llamacpp.Config, r vram.Result, report func
 	if err != nil {
 		return nil, a, fmt.Errorf("launch: %w", err)
 	}
+	want := WantFor(r, a.Args)
+	if err := llamacpp.CheckPlacement(s.Placement(), want, nil); err != nil {
+		// Ask the binary what it sees, so the message says whether the backend or the driver is missing.
+		devs, _ := llamacpp.ListDevices(ctx, s.Binary())
+		err = llamacpp.CheckPlacement(s.Placement(), want, devs)
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return nil, a, fmt.Errorf("launch: mode %s: %w", a.Name, err)
+	}
 	return s, a, nil
+}
+
+// WantFor is where plan r placed a server started with args: on r's GPU unless the plan is for the CPU or the
+// args keep every layer off it (-ngl 0), with the vision encoder there too unless the args keep it on the CPU.
+// Only a GPU NVML found holds the server to it: a size given by hand (--gpu 24GiB) plans for a card visor
+// cannot see, which may not be in this machine at all.
+func WantFor(r vram.Result, args []string) llamacpp.Want {
+	if r.Options.CPU || !strings.HasPrefix(r.GPU.Source, "nvml") {
+		return llamacpp.Want{}
+	}
+	var w llamacpp.Want
+	ngl, mmproj, encoderOnCPU := "", false, false
+	for i, a := range args {
+		switch a {
+		case "-ngl", "--gpu-layers", "--n-gpu-layers":
+			if i+1 < len(args) {
+				ngl = args[i+1]
+			}
+		case "--mmproj":
+			mmproj = true
+		case "--no-mmproj-offload", "--mmproj-gpu-swap":
+			encoderOnCPU = true
+		}
+	}
+	if ngl == "0" {
+		return w
+	}
+	w.GPU = r.GPU.Name
+	if w.GPU == "" {
+		w.GPU = "the GPU"
+	}
+	w.Projector = mmproj && !encoderOnCPU
+	return w
 }
 
 // Reporter returns a report callback that tells the user, on w, which mode ran out of memory and why:
