@@ -45,7 +45,20 @@ if [ -x "$wrapper" ] && [ -z "${VISOR_ENGINE_FORCE:-}" ] && "$wrapper" --version
   exit 0
 fi
 
-command -v dpkg >/dev/null || fail "dpkg not found"
+# unpack DEB: dpkg -x, or where dpkg is missing (a container, a non-Debian host) a small ar + tar reader.
+unpack() {
+  if command -v dpkg >/dev/null; then dpkg -x "$1" "$root.new"; return; fi
+  command -v python3 >/dev/null || fail "neither dpkg nor python3 found to unpack $1"
+  python3 - "$1" "$root.new" <<'PY'
+import io, sys, tarfile
+data = open(sys.argv[1], 'rb').read(); pos = 8
+while pos < len(data):
+    name = data[pos:pos+16].decode().strip().rstrip('/'); size = int(data[pos+48:pos+58])
+    if name.startswith('data.tar'):
+        tarfile.open(fileobj=io.BytesIO(data[pos+60:pos+60+size])).extractall(sys.argv[2])
+    pos += 60 + size + (size & 1)
+PY
+}
 
 # system_sources prints "URI SUITE" for each enabled deb source of this system, one-line and deb822 formats.
 system_sources() {
@@ -164,7 +177,7 @@ else
 fi
 
 rm -rf "$root.new" && mkdir -p "$root.new"
-for deb in "$dir/debs"/*.deb; do dpkg -x "$deb" "$root.new" || fail "dpkg -x $deb failed"; done
+for deb in "$dir/debs"/*.deb; do unpack "$deb" || fail "unpacking $deb failed"; done
 rm -rf "$root" && mv "$root.new" "$root"
 
 loader=$(find "$root" -name 'ld-linux-x86-64.so.2' -o -name 'ld-linux-aarch64.so.1' | head -n1)
