@@ -137,7 +137,7 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 		if s.png, err = screenshot(s.W, s.H, s.Seed); err != nil {
 			return err
 		}
-		s.path = filepath.Join(out, s.Name+".png")
+		s.path = filepath.Join(work, s.Name+".png") // $OUT brings back only a few files
 		if err := os.WriteFile(s.path, s.png, 0o644); err != nil {
 			return err
 		}
