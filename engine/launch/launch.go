@@ -45,15 +45,23 @@ func Start(ctx context.Context, base llamacpp.Config, r vram.Result, report func
 			"(at %d tokens or more): free GPU memory, lower --ctx, quantise the KV cache or use a smaller model file\n%s",
 			r.Model.Path, r.Usable/vram.MiB, r.GPU.Name, vram.MinUsefulCtx, b.String())
 	}
+	// A GPU plan on a llama-server that sees no GPU would load everything on the CPU and say nothing: ask the
+	// binary first (half a second), rather than after loading gigabytes.
+	var devs []llamacpp.Device
+	if want := WantFor(r, attempts[0].Args); want.GPU != "" {
+		if bin, err := llamacpp.Find(base.Binary); err == nil {
+			if devs, err = llamacpp.ListDevices(ctx, bin); err != nil {
+				devs = nil // not known: the load log alone decides
+			} else if err := llamacpp.CheckPlacement(llamacpp.Placement{}, want, devs); err != nil {
+				return nil, llamacpp.Attempt{}, fmt.Errorf("launch: %w", err)
+			}
+		}
+	}
 	s, a, err := llamacpp.StartPlanned(ctx, base, attempts, report)
 	if err != nil {
 		return nil, a, fmt.Errorf("launch: %w", err)
 	}
-	want := WantFor(r, a.Args)
-	if err := llamacpp.CheckPlacement(s.Placement(), want, nil); err != nil {
-		// Ask the binary what it sees, so the message says whether the backend or the driver is missing.
-		devs, _ := llamacpp.ListDevices(ctx, s.Binary())
-		err = llamacpp.CheckPlacement(s.Placement(), want, devs)
+	if err := llamacpp.CheckPlacement(s.Placement(), WantFor(r, a.Args), devs); err != nil {
 		_ = s.Stop(context.WithoutCancel(ctx))
 		return nil, a, fmt.Errorf("launch: mode %s: %w", a.Name, err)
 	}

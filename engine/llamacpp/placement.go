@@ -39,7 +39,8 @@ func ParseDevices(out string) []Device {
 	return ds
 }
 
-// ListDevices runs `bin --list-devices`: the GPUs this llama-server (its backends, its drivers) can use.
+// ListDevices runs `bin --list-devices`: the GPUs this llama-server (its backends, its drivers) can use. It
+// returns an empty, non-nil list when there are none.
 func ListDevices(ctx context.Context, bin string) ([]Device, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -47,7 +48,11 @@ func ListDevices(ctx context.Context, bin string) ([]Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llamacpp: %s --list-devices: %w: %.300s", bin, err, out)
 	}
-	return ParseDevices(string(out)), nil
+	ds := ParseDevices(string(out))
+	if ds == nil {
+		ds = []Device{} // asked, and none: unlike nil, which means not known
+	}
+	return ds, nil
 }
 
 // Placement is where a started server put its model, from its load log.
@@ -121,11 +126,25 @@ type Want struct {
 // its driver libraries are missing, and every token would be an order of magnitude slower.
 var ErrCPUFallback = errors.New("llama-server is running on the CPU, not the GPU the plan chose")
 
+// Evidence reports whether the load log said where the model went. At llama-server's default verbosity
+// (-lv 3) Debian's build prints none of the loader's lines; -lv 4 prints them all.
+func (p Placement) Evidence() bool {
+	return p.Layers > 0 || len(p.ModelBuffers) > 0 || len(p.Devices) > 0 || p.Projector != ""
+}
+
 // CheckPlacement compares where the server put the model with where the plan wanted it. devices is what
-// `--list-devices` showed (nil if not asked), for the message. A silent CPU fallback, a partial offload or a
-// vision encoder left on the CPU is an error naming the fix.
+// `--list-devices` showed (nil if not asked). A silent CPU fallback, a partial offload or a vision encoder left
+// on the CPU is an error naming the fix. When the log is silent (default verbosity) the device list decides: a
+// llama-server that lists no GPU runs on the CPU, one that lists the GPU offloads to it (-ngl 999).
 func CheckPlacement(p Placement, w Want, devices []Device) error {
 	if w.GPU == "" {
+		return nil
+	}
+	if !p.Evidence() {
+		if devices != nil && len(devices) == 0 {
+			return fmt.Errorf("%w (%s): it lists no GPU device (llama-server --list-devices: none); %s",
+				ErrCPUFallback, w.GPU, placementFix)
+		}
 		return nil
 	}
 	seen := "it lists no GPU device (llama-server --list-devices: none)"
@@ -136,9 +155,7 @@ func CheckPlacement(p Placement, w Want, devices []Device) error {
 		}
 		seen = "it lists " + strings.Join(ns, ", ")
 	}
-	fix := "install the GPU backend with `VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh` " +
-		"(Debian's libggml0-backend-vulkan with libvulkan1, libegl1 and libglvnd0; NVIDIA's Vulkan driver needs glvnd's " +
-		"libEGL), make sure the driver's Vulkan ICD is found (VK_DRIVER_FILES), or start with --plan off to run on the CPU"
+	fix := placementFix
 	switch {
 	case !p.OnGPU():
 		return fmt.Errorf("%w (%s): %s; %s", ErrCPUFallback, w.GPU, seen, fix)
@@ -151,6 +168,10 @@ func CheckPlacement(p Placement, w Want, devices []Device) error {
 	}
 	return nil
 }
+
+const placementFix = "install the GPU backend with `VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh` " +
+	"(Debian's libggml0-backend-vulkan with libvulkan1, libegl1 and libglvnd0; NVIDIA's Vulkan driver needs glvnd's " +
+	"libEGL), make sure the driver's Vulkan ICD is found (VK_DRIVER_FILES), or start with --plan off to run on the CPU"
 
 // placementLog accumulates a Placement from log lines arriving on the log goroutine.
 type placementLog struct {

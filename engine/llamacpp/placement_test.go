@@ -72,4 +72,25 @@ func TestCheckPlacement(t *testing.T) {
 	if err := CheckPlacement(encCPU, Want{GPU: "NVIDIA H200"}, nil); err != nil {
 		t.Errorf("an encoder planned on the CPU (vision-cpu) may stay there: %v", err)
 	}
+	// At the default verbosity the log says nothing (seen on the H200): the device list decides.
+	quiet := observe(quietLoad)
+	if quiet.Evidence() {
+		t.Fatalf("the default-verbosity log holds no placement lines, got %+v", quiet)
+	}
+	if err := CheckPlacement(quiet, want, []Device{{Name: "Vulkan0", Description: "NVIDIA H200"}}); err != nil {
+		t.Errorf("quiet log, GPU listed: %v", err)
+	}
+	if err := CheckPlacement(quiet, want, []Device{}); !errors.Is(err, ErrCPUFallback) {
+		t.Errorf("quiet log, no GPU listed: %v", err)
+	}
 }
+
+// quietLoad is llama-server's whole load log at its default verbosity on the H200 (Vulkan0 in use), from
+// scripts/gpu-seed-check.sh: none of the loader's placement lines are printed.
+const quietLoad = `0.00.099.596 I srv    load_model: loading model '/tmp/visor-seed-check/qwen3.6-35b-a3b.gguf'
+0.00.426.070 W load: model vocab missing newline token, using special_pad_id instead
+0.05.090.604 I cmn          init: llama threadpool init, n_threads = 16
+0.09.711.881 I common_speculative_init_result: creating MTP draft context against the target model '/tmp/visor-seed-check/qwen3.6-35b-a3b.gguf'
+0.10.133.765 I srv    load_model: loaded multimodal model, '/tmp/visor-seed-check/mmproj-qwen3.6.gguf'
+0.10.133.778 I srv    load_model: initializing, n_slots = 1, n_ctx_slot = 141056, kv_unified = 'false'
+0.10.304.319 I srv  llama_server: listening on http://127.0.0.1:45583`
