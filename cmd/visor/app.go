@@ -177,9 +177,22 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				}
 			},
 		}
-		srv, err := startEngine(ctx, e, cfg, stderr, logger)
+		srv, onGPU, err := startEngine(ctx, e, cfg, stderr, logger)
 		if err != nil {
 			return nil, err
+		}
+		if onGPU && e.warmup {
+			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it
+			// now, with progress on screen, rather than silently on the user's first screenshot.
+			c := srv.Client()
+			p, err := llamacpp.ReadProps(ctx, c)
+			if err == nil {
+				_, err = llamacpp.Warmup(ctx, c, p, func(m string) { fmt.Fprintln(stderr, m) })
+			}
+			if err != nil {
+				_ = srv.Stop(context.Background())
+				return nil, fmt.Errorf("engine warm-up (skip it with --warmup=false): %w", err)
+			}
 		}
 		last = srv
 		return srv, nil

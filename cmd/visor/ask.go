@@ -28,6 +28,7 @@ type engineFlags struct {
 	ctx, parallel                           int
 	extra                                   listFlag
 	plan, gpu, cacheType                    string
+	warmup                                  bool
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -42,22 +43,24 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
 	fs.StringVar(&e.gpu, "gpu", "auto", "GPU the plan is for: auto (NVML), a device index, or a size such as 24GiB")
 	fs.StringVar(&e.cacheType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
+	fs.BoolVar(&e.warmup, "warmup", true, "after a GPU start, send a small image and a long prompt so the GPU compiles its kernels before your first request")
 }
 
 // startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
-// out-of-memory), otherwise with the flags as given.
-func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (*llamacpp.Server, error) {
-	plain := func() (*llamacpp.Server, error) {
+// out-of-memory), otherwise with the flags as given. onGPU says the plan put the server on a GPU it found.
+func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, onGPU bool, _ error) {
+	plain := func() (*llamacpp.Server, bool, error) {
 		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
 		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
-		return llamacpp.Start(ctx, cfg)
+		s, err := llamacpp.Start(ctx, cfg)
+		return s, false, err
 	}
 	switch e.plan {
 	case "off":
 		return plain()
 	case "auto":
 	default:
-		return nil, fmt.Errorf("--plan %q: use auto or off", e.plan)
+		return nil, false, fmt.Errorf("--plan %q: use auto or off", e.plan)
 	}
 	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
 		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
@@ -69,14 +72,14 @@ func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr
 		return plain()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
+		return nil, false, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
 	}
 	srv, used, err := launch.Start(ctx, cfg, res, launch.Reporter(stderr))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
-	return srv, nil
+	return srv, launch.WantFor(res, used.Args).GPU != "", nil
 }
 
 // toolFlags select built-in tools.

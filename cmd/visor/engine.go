@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/visorhq/visor/engine/llamacpp"
 )
@@ -25,15 +26,43 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	bin := f.Binary
+	// What the server itself can offload to: no device means every model runs on the CPU.
+	devs, derr := llamacpp.ListDevices(ctx, bin)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"binary": bin, "version": f.Version, "spec_types": f.SpecTypes,
-			"mmproj_gpu_swap": f.MMProjGPUSwap(), "mmproj_offload": f.Has("--no-mmproj-offload"), "flags": len(f.Names)})
+		out := map[string]any{"binary": bin, "version": f.Version, "spec_types": f.SpecTypes,
+			"mmproj_gpu_swap": f.MMProjGPUSwap(), "mmproj_offload": f.Has("--no-mmproj-offload"), "flags": len(f.Names),
+			"devices": devs}
+		if derr != nil {
+			out["devices_error"] = derr.Error()
+		}
+		return enc.Encode(out)
 	}
 	fmt.Fprintf(stdout, "llama-server:     %s\n%s\nspec types:       %v\nmmproj-gpu-swap:  %v\nmmproj offload:   %v\n",
 		bin, f.Version, f.SpecTypes, f.MMProjGPUSwap(), f.Has("--no-mmproj-offload"))
+	fmt.Fprint(stdout, deviceLines(devs, derr))
 	return nil
+}
+
+// deviceLines renders the devices llama-server sees, or why it sees none.
+func deviceLines(devs []llamacpp.Device, err error) string {
+	switch {
+	case err != nil:
+		return fmt.Sprintf("devices:          unknown (%v)\n", err)
+	case len(devs) == 0:
+		return "devices:          none: llama-server runs on the CPU; on a GPU machine install the GPU backend " +
+			"(VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh)\n"
+	}
+	var b strings.Builder
+	for i, d := range devs {
+		label := ""
+		if i == 0 {
+			label = "devices:"
+		}
+		fmt.Fprintf(&b, "%-18s%s: %s, %d MiB free of %d MiB\n", label, d.Name, d.Description, d.FreeMiB, d.TotalMiB)
+	}
+	return b.String()
 }
 
 // serverFlags reads what the llama-server visor would run accepts, through the --help cache on disk.

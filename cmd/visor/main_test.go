@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -442,11 +444,36 @@ func TestPlanEngineAndModelsCommands(t *testing.T) {
 	}
 	out, _, err = visor(t, "engine", "--server", bin, "--json")
 	var eng struct {
-		Binary    string   `json:"binary"`
-		SpecTypes []string `json:"spec_types"`
+		Binary    string            `json:"binary"`
+		SpecTypes []string          `json:"spec_types"`
+		Devices   []llamacpp.Device `json:"devices"`
+		DevErr    string            `json:"devices_error"`
 	}
 	if err != nil || json.Unmarshal([]byte(out), &eng) != nil || eng.Binary == "" || !strings.Contains(strings.Join(eng.SpecTypes, ","), "draft-mtp") {
 		t.Fatalf("engine --json: %v\n%s", err, out)
+	}
+	if eng.DevErr != "" {
+		t.Errorf("engine could not list devices: %s", eng.DevErr)
+	}
+	out, _, err = visor(t, "engine", "--server", bin)
+	if err != nil || !strings.Contains(out, "devices:") {
+		t.Fatalf("engine shows no devices line: %v\n%s", err, out)
+	}
+	for _, d := range eng.Devices {
+		if !strings.Contains(out, d.Name+": "+d.Description) {
+			t.Errorf("engine output lacks device %s:\n%s", d.Name, out)
+		}
+	}
+
+	// Without a GPU, plan shows the system-RAM plan instead of only an error.
+	if _, err := (vram.NVML{}).GPUs(context.Background()); err == nil {
+		t.Log("NVML sees a GPU here: the CPU plan is shown only on machines without one")
+		return
+	}
+	out, _, err = visor(t, "plan", "--model", chat, "--mmproj", proj, "--ctx", "4096")
+	if err != nil || !strings.Contains(out, "CPU (system RAM)") || !strings.Contains(out, "no GPU found") ||
+		!strings.Contains(out, "recommended: resident") || !strings.Contains(out, "-ngl 0") {
+		t.Fatalf("plan without a GPU: %v\n%s", err, out)
 	}
 }
 

@@ -24,6 +24,7 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.UBatch, "ubatch", 0, "physical batch size (-ub)")
 	fs.IntVar(&o.Parallel, "parallel", 0, "sequences (-np)")
 	fs.IntVar(&o.DraftMax, "draft-max", 0, "MTP draft tokens (--spec-draft-n-max)")
+	fs.IntVar(&o.MaxImagePixels, "max-image-pixels", 0, "largest image (width × height) sessions send; larger ones are resized (0: the projector's limit)")
 	server := fs.String("server", "", "llama-server binary whose flags decide which modes are available")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	if _, err := parseInterleaved(fs, args); err != nil {
@@ -36,6 +37,8 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		o.CacheV = *cache
 	}
 	o.SwapSupported = swapSupported(ctx, *server)
+	// Without a GPU the useful answer is the plan for system RAM, where llama-server then runs.
+	o.CPUFallback = true
 	res, err := vram.PlanFiles(ctx, o)
 	if err != nil {
 		return err

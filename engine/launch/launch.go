@@ -45,11 +45,60 @@ func Start(ctx context.Context, base llamacpp.Config, r vram.Result, report func
 			"(at %d tokens or more): free GPU memory, lower --ctx, quantise the KV cache or use a smaller model file\n%s",
 			r.Model.Path, r.Usable/vram.MiB, r.GPU.Name, vram.MinUsefulCtx, b.String())
 	}
+	// A GPU plan on a llama-server that sees no GPU would load everything on the CPU and say nothing: ask the
+	// binary first (half a second), rather than after loading gigabytes.
+	var devs []llamacpp.Device
+	if want := WantFor(r, attempts[0].Args); want.GPU != "" {
+		if bin, err := llamacpp.Find(base.Binary); err == nil {
+			if devs, err = llamacpp.ListDevices(ctx, bin); err != nil {
+				devs = nil // not known: the load log alone decides
+			} else if err := llamacpp.CheckPlacement(llamacpp.Placement{}, want, devs); err != nil {
+				return nil, llamacpp.Attempt{}, fmt.Errorf("launch: %w", err)
+			}
+		}
+	}
 	s, a, err := llamacpp.StartPlanned(ctx, base, attempts, report)
 	if err != nil {
 		return nil, a, fmt.Errorf("launch: %w", err)
 	}
+	if err := llamacpp.CheckPlacement(s.Placement(), WantFor(r, a.Args), devs); err != nil {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return nil, a, fmt.Errorf("launch: mode %s: %w", a.Name, err)
+	}
 	return s, a, nil
+}
+
+// WantFor is where plan r placed a server started with args: on r's GPU unless the plan is for the CPU or the
+// args keep every layer off it (-ngl 0), with the vision encoder there too unless the args keep it on the CPU.
+// Only a GPU NVML found holds the server to it: a size given by hand (--gpu 24GiB) plans for a card visor
+// cannot see, which may not be in this machine at all.
+func WantFor(r vram.Result, args []string) llamacpp.Want {
+	if r.Options.CPU || !strings.HasPrefix(r.GPU.Source, "nvml") {
+		return llamacpp.Want{}
+	}
+	var w llamacpp.Want
+	ngl, mmproj, encoderOnCPU := "", false, false
+	for i, a := range args {
+		switch a {
+		case "-ngl", "--gpu-layers", "--n-gpu-layers":
+			if i+1 < len(args) {
+				ngl = args[i+1]
+			}
+		case "--mmproj":
+			mmproj = true
+		case "--no-mmproj-offload", "--mmproj-gpu-swap":
+			encoderOnCPU = true
+		}
+	}
+	if ngl == "0" {
+		return w
+	}
+	w.GPU = r.GPU.Name
+	if w.GPU == "" {
+		w.GPU = "the GPU"
+	}
+	w.Projector = mmproj && !encoderOnCPU
+	return w
 }
 
 // Reporter returns a report callback that tells the user, on w, which mode ran out of memory and why:

@@ -3,6 +3,7 @@ package launch_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -135,5 +136,36 @@ func TestStartNothingFits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no mode of the plan for big.gguf fits") ||
 		!strings.Contains(err.Error(), "recommended: none") {
 		t.Fatalf("want the plan in the error, got %v", err)
+	}
+}
+
+// TestStartRefusesSilentCPUFallback: a plan for a GPU NVML found, started by a llama-server that cannot use it
+// (here: the CPU-only engine of a machine without a GPU), must not pass as a GPU start. Before the check this
+// returned a running server, ~15× slower than the plan promised, with nothing said.
+func TestStartRefusesSilentCPUFallback(t *testing.T) {
+	real := enginetest.Binary(t)
+	if devs, err := llamacpp.ListDevices(context.Background(), real); err != nil {
+		t.Fatal(err)
+	} else if len(devs) > 0 {
+		t.Skipf("this llama-server sees %s: it cannot show a CPU fallback here", devs[0].Name)
+	}
+	chat, proj, err := testmodel.Files(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := vram.PlanFiles(context.Background(), vram.FileOptions{Model: chat, MMProj: proj, GPU: "auto",
+		Source:  vram.StaticGPUs{{Name: "NVIDIA H200", Total: 140 << 30, Free: 140 << 30, Source: "nvml"}},
+		Options: vram.Options{Ctx: 4096, Parallel: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := launch.Start(context.Background(), llamacpp.Config{Binary: real}, res, nil)
+	if err == nil {
+		_ = s.Stop(context.Background())
+		t.Fatal("a GPU plan started on the CPU without an error")
+	}
+	if !errors.Is(err, llamacpp.ErrCPUFallback) || !strings.Contains(err.Error(), "NVIDIA H200") ||
+		!strings.Contains(err.Error(), "VISOR_ENGINE_GPU=vulkan") {
+		t.Errorf("error should name the GPU and the fix: %v", err)
 	}
 }

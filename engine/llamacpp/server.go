@@ -107,6 +107,7 @@ type Server struct {
 	cmd    *exec.Cmd
 	url    string
 	log    *logRing
+	place  placementLog
 	logger *slog.Logger
 	file   *os.File
 
@@ -188,7 +189,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("llamacpp: log file: %w", err)
 		}
 	}
-	s.log = newLogRing(400, s.file, cfg.OnLog)
+	onLog := func(line string) {
+		s.place.observe(line)
+		if cfg.OnLog != nil {
+			cfg.OnLog(line)
+		}
+	}
+	s.log = newLogRing(400, s.file, onLog)
 
 	cmd := exec.Command(bin, cfg.CommandLine(host, port)...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
@@ -391,6 +398,12 @@ func (s *Server) Err() error {
 	}
 	return s.exitError(true)
 }
+
+// Placement is where the server put the model and the vision encoder, from its load log.
+func (s *Server) Placement() Placement { return s.place.get() }
+
+// Binary is the llama-server executable this server runs.
+func (s *Server) Binary() string { return s.cfg.Binary }
 
 // LogTail returns the last n lines the server printed.
 func (s *Server) LogTail(n int) []string { return s.log.tail(n) }

@@ -138,6 +138,10 @@ func QwenVLProjector() ([]gguf.KV, []gguf.Tensor) {
 		{Key: "clip.vision.attention.head_count", Value: uint32(16)},
 		{Key: "clip.vision.spatial_merge_size", Value: uint32(merge)},
 		{Key: "clip.vision.projection_dim", Value: uint32(out)},
+		{Key: "clip.vision.attention.layer_norm_epsilon", Value: float32(1e-6)},
+		{Key: "clip.vision.image_mean", Value: []float32{0.5, 0.5, 0.5}},
+		{Key: "clip.vision.image_std", Value: []float32{0.5, 0.5, 0.5}},
+		{Key: "clip.use_gelu", Value: true},
 	}
 	bf := gguf.TypeBF16
 	t := func(name string, ty gguf.Type, shape ...uint64) gguf.Tensor {
@@ -145,9 +149,11 @@ func QwenVLProjector() ([]gguf.KV, []gguf.Tensor) {
 	}
 	side := uint64(img / patch)
 	ts := []gguf.Tensor{
-		t("v.patch_embd.weight", bf, patch, patch, 3, 2*e), // two temporal frames folded into channels
+		// Qwen-VL's patch convolution spans two temporal frames, stored as two 4-D slices as llama.cpp reads them.
+		t("v.patch_embd.weight", bf, patch, patch, 3, e),
+		t("v.patch_embd.weight.1", bf, patch, patch, 3, e),
 		t("v.patch_embd.bias", gguf.TypeF32, e),
-		t("v.position_embd.weight", bf, e, side*side),
+		t("v.position_embd.weight", gguf.TypeF32, e, side*side), // F32: llama.cpp interpolates it per image
 	}
 	for i := range blocks {
 		p := "v.blk." + strconv.Itoa(i) + "."

@@ -64,15 +64,26 @@ type AttnLayer struct {
 
 // Projector describes a vision encoder + projector (mmproj).
 type Projector struct {
-	Type           string `json:"type"`
-	ImageSize      int    `json:"image_size"`
-	PatchSize      int    `json:"patch_size"`
-	MergeSize      int    `json:"merge_size,omitempty"`
-	Patches        int    `json:"patches"`
-	TokensPerImage int    `json:"tokens_per_image"`
-	EmbedDim       int    `json:"embed_dim"`
-	FFDim          int    `json:"ff_dim"`
-	Blocks         int    `json:"blocks"`
+	Type      string `json:"type"`
+	ImageSize int    `json:"image_size"`
+	PatchSize int    `json:"patch_size"`
+	MergeSize int    `json:"merge_size,omitempty"`
+	// Patches and TokensPerImage are for an ImageSize×ImageSize image: the fixed input of a CLIP-style encoder,
+	// and the ubatch vision modes use. A dynamic-resolution encoder (Qwen-VL) takes larger images, up to MaxPixels.
+	Patches        int `json:"patches"`
+	TokensPerImage int `json:"tokens_per_image"`
+	// Dynamic is Qwen-VL's dynamic resolution: an image's tokens follow its size (ImageTokens).
+	Dynamic bool `json:"dynamic,omitempty"`
+	// MinPixels and MaxPixels bound the resized image (clip.vision.image_min_pixels/image_max_pixels, or
+	// llama.cpp's defaults for the type); MaxImageTokens is the largest image's tokens, WarmupTokens the size of
+	// the image llama.cpp reserves the encoder's compute buffer for at load.
+	MinPixels      int `json:"min_pixels,omitempty"`
+	MaxPixels      int `json:"max_pixels,omitempty"`
+	MaxImageTokens int `json:"max_image_tokens,omitempty"`
+	WarmupTokens   int `json:"warmup_tokens,omitempty"`
+	EmbedDim       int `json:"embed_dim"`
+	FFDim          int `json:"ff_dim"`
+	Blocks         int `json:"blocks"`
 }
 
 // hybridArchs are the Qwen3-Next family: a full-attention layer every full_attention_interval layers, Gated
@@ -241,6 +252,10 @@ func projectorFacts(f *gguf.File, fa *Facts) error {
 	p.TokensPerImage = p.Patches
 	if p.MergeSize > 1 {
 		p.TokensPerImage = p.Patches / (p.MergeSize * p.MergeSize)
+	}
+	p.imageLimits(u("clip.vision.image_min_pixels"), u("clip.vision.image_max_pixels"))
+	if h.err != nil {
+		return h.err
 	}
 	fa.Projector = p
 	return nil

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/visorhq/visor/engine/gguf"
@@ -15,6 +16,11 @@ type FileOptions struct {
 	GPU string
 	// Source reads GPUs for "auto" and indexes; nil means NVML.
 	Source GPUSource
+	// CPUFallback plans for system RAM (Options.CPU) when --gpu is auto and no GPU is found, instead of failing:
+	// `visor plan` wants the CPU plan shown; a launcher that runs llama-server's defaults on the CPU does not.
+	CPUFallback bool
+	// RAM reads system memory for the fallback; nil means SystemRAM.
+	RAM func() (GPU, error)
 	Options
 }
 
@@ -43,6 +49,25 @@ func PlanFiles(ctx context.Context, o FileOptions) (Result, error) {
 		src = NVML{}
 	}
 	gpu, err := ResolveGPU(ctx, src, o.GPU)
+	if err != nil && o.CPUFallback && errors.Is(err, ErrNoGPU) && (o.GPU == "" || o.GPU == "auto") {
+		ram := o.RAM
+		if ram == nil {
+			ram = SystemRAM
+		}
+		g, rerr := ram()
+		if rerr != nil {
+			return Result{}, fmt.Errorf("%w; and for the CPU plan: %w", err, rerr)
+		}
+		opts := o.Options
+		opts.CPU = true
+		res, perr := Plan(model, proj, g, opts)
+		if perr != nil {
+			return res, perr
+		}
+		res.Notes = append([]string{fmt.Sprintf("%v: this is the plan for system RAM, where llama-server "+
+			"runs on the CPU; pass --gpu SIZE (e.g. --gpu 24GiB) to plan for a card", errors.Unwrap(err))}, res.Notes...)
+		return res, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}

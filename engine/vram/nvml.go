@@ -43,10 +43,11 @@ func (n NVML) GPUs(ctx context.Context) ([]GPU, error) {
 		g := GPU{Index: i, Source: "nvml"}
 		g.Name, _ = dev.GetName()
 		// The v2 query separates the driver's reserve from "used"; v1 counts it as used (~615 MiB on an idle H200).
+		// Drivers before R510 lack v2 (FUNCTION_NOT_FOUND or ARGUMENT_VERSION_MISMATCH): fall back to v1.
 		if m, ret := dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
-			g.Total, g.Free, g.Used = m.Total, m.Free, m.Used
+			g.Total, g.Free, g.Used, g.Reserved = m.Total, m.Free, m.Used, m.Reserved
 		} else if m, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
-			g.Total, g.Free, g.Used = m.Total, m.Free, m.Used
+			g.Total, g.Free, g.Used, g.Source = m.Total, m.Free, m.Used, "nvml-v1"
 		} else {
 			log.Warn("nvml: memory query failed", "index", i, "err", lib.ErrorString(ret))
 			continue

@@ -3,7 +3,6 @@ package vram
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/visorhq/visor/engine/gguf"
 )
@@ -50,7 +49,11 @@ type GPU struct {
 	Total uint64 `json:"total"`
 	Free  uint64 `json:"free"`
 	Used  uint64 `json:"used"`
-	// Source says where the numbers come from: "nvml" or "manual" (--gpu SIZE).
+	// Reserved is memory the driver keeps for itself (NVML's v2 query; 0 from v1, which counts it as used):
+	// ~615 MiB on an idle H200. Free is what the plan can use either way.
+	Reserved uint64 `json:"reserved,omitempty"`
+	// Source says where the numbers come from: "nvml" (v2 memory query), "nvml-v1", "meminfo" (a CPU plan) or
+	// "manual" (--gpu SIZE).
 	Source    string    `json:"source"`
 	Processes []Process `json:"processes,omitempty"`
 }
@@ -82,6 +85,13 @@ type Options struct {
 	Overhead uint64 `json:"overhead,omitempty"`
 	// SwapSupported says the server has --mmproj-gpu-swap; without it ModeSwap is planned but marked unavailable.
 	SwapSupported bool `json:"swap_supported,omitempty"`
+	// MaxImagePixels caps the images a session sends (width × height); 0 takes the projector's own limit. A cap
+	// below that limit shrinks the encoder's budget, adds --image-max-tokens so llama-server resizes the same
+	// way, and is what image intake must enforce (Result.MaxImagePixels).
+	MaxImagePixels int `json:"max_image_pixels,omitempty"`
+	// CPU plans for system RAM instead of a GPU: everything, the token embedding included, lives in host memory
+	// and llama-server gets -ngl 0.
+	CPU bool `json:"cpu,omitempty"`
 }
 
 // Component is one line of a mode's budget.
@@ -120,6 +130,21 @@ type Result struct {
 	Usable    uint64     `json:"usable"`
 	Modes     []ModePlan `json:"modes"`
 	Notes     []string   `json:"notes,omitempty"`
+	// MaxImageTokens and MaxImagePixels describe the largest image the vision modes are budgeted for. Image
+	// intake must resize any image with more pixels than MaxImagePixels before sending it: a larger one grows the
+	// encoder's buffer past the plan. Both are 0 without a projector.
+	MaxImageTokens int `json:"max_image_tokens,omitempty"`
+	MaxImagePixels int `json:"max_image_pixels,omitempty"`
+	// KVOffers lists quantized KV cache types that keep the requested context where the chosen types do not.
+	KVOffers []KVOffer `json:"kv_offers,omitempty"`
+}
+
+// KVOffer is a KV cache type under which a mode fits at the full requested context.
+type KVOffer struct {
+	Cache string   `json:"cache"` // for -ctk and -ctv, e.g. "q8_0"
+	Mode  Mode     `json:"mode"`  // the best mode that then fits
+	Total uint64   `json:"total"` // its budget
+	Args  []string `json:"args"`
 }
 
 // Mode returns the plan for m, if it was planned.
@@ -136,6 +161,9 @@ func (r Result) Mode(m Mode) (ModePlan, bool) {
 type resolved struct {
 	Options
 	k, v, draft gguf.Type
+	// imageTokens is the largest image's tokens the encoder is budgeted for; capTokens is non-zero when a cap
+	// below the projector's limit must be passed to llama-server (--image-max-tokens).
+	imageTokens, capTokens int
 }
 
 func resolve(model Facts, o Options) (resolved, error) {
@@ -186,6 +214,40 @@ func resolve(model Facts, o Options) (resolved, error) {
 // Plan computes the memory budget of every applicable mode for model (and projector, when proj is non-nil) on
 // gpu. It is pure arithmetic over the facts; see the package documentation for the formulas.
 func Plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
+	res, err := plan(model, proj, gpu, opts)
+	if err != nil {
+		return res, err
+	}
+	res.KVOffers = kvOffers(model, proj, gpu, opts, res)
+	return res, nil
+}
+
+// kvOffers re-plans with q8_0 and q4_0 caches when the chosen types (f16 by default) cannot keep the requested
+// context in the recommended mode: a quantized cache often keeps the whole window that f16 would cut.
+func kvOffers(model Facts, proj *Facts, gpu GPU, opts Options, res Result) []KVOffer {
+	if rec, ok := res.Recommended(); ok && rec.Fits {
+		return nil
+	}
+	cur := res.Options.CacheK + "/" + res.Options.CacheV
+	var offers []KVOffer
+	for _, c := range []string{"q8_0", "q4_0"} {
+		if cur == c+"/"+c {
+			continue
+		}
+		o := opts
+		o.CacheK, o.CacheV = c, c
+		r, err := plan(model, proj, gpu, o)
+		if err != nil {
+			continue // the head size does not suit the block size; f16 stays the only choice
+		}
+		if rec, ok := r.Recommended(); ok && rec.Fits {
+			offers = append(offers, KVOffer{Cache: c, Mode: rec.Mode, Total: rec.Total, Args: rec.Args})
+		}
+	}
+	return offers
+}
+
+func plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
 	o, err := resolve(model, opts)
 	if err != nil {
 		return Result{}, err
@@ -193,7 +255,17 @@ func Plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
 	if proj != nil && proj.Projector == nil {
 		return Result{}, fmt.Errorf("vram: %s is not a vision projector (arch %q): pass the mmproj file", proj.Path, proj.Arch)
 	}
+	if o.CPU {
+		// A CPU plan has no driver context and keeps the token embedding with the rest.
+		o.Overhead = 0
+		model.GPUCopyBytes, model.HostBytes = 0, 0
+	}
 	res := Result{Model: model, Projector: proj, GPU: gpu, Options: o.Options}
+	if proj != nil {
+		var pixels int
+		o.imageTokens, pixels, o.capTokens = imageBudget(proj.Projector, o.MaxImagePixels)
+		res.MaxImageTokens, res.MaxImagePixels = o.imageTokens, pixels
+	}
 	if gpu.Free > o.Margin {
 		res.Usable = gpu.Free - o.Margin
 	}
@@ -218,6 +290,11 @@ func Plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
 	}
 	var modes []Mode
 	switch {
+	case o.CPU && proj != nil && mtp:
+		// On the CPU "resident" is everything in RAM; offloading the projector or swapping means nothing.
+		modes = []Mode{ModeResident, ModeTextOnly, ModeVisionNoMTP}
+	case o.CPU && proj != nil:
+		modes = []Mode{ModeResident, ModeTextOnly}
 	case proj != nil && mtp:
 		modes = []Mode{ModeResident, ModeSwap, ModeVisionCPU, ModeTextOnly, ModeVisionNoMTP}
 	case proj != nil:
@@ -242,6 +319,12 @@ var descriptions = map[Mode]string{
 	ModeVisionNoMTP: "projector in VRAM, no speculative decoding",
 }
 
+var cpuDescriptions = map[Mode]string{
+	ModeResident:    "weights, MTP draft context and vision encoder in system RAM (CPU)",
+	ModeTextOnly:    "no projector, in system RAM (CPU)",
+	ModeVisionNoMTP: "vision encoder in system RAM, no speculative decoding (CPU)",
+}
+
 func planMode(model Facts, proj *Facts, o resolved, m Mode, mtp bool, usable uint64) ModePlan {
 	useMTP := mtp && m != ModeVisionNoMTP
 	gpuProj := proj != nil && (m == ModeResident || m == ModeSwap || m == ModeVisionNoMTP)
@@ -254,6 +337,9 @@ func planMode(model Facts, proj *Facts, o resolved, m Mode, mtp bool, usable uin
 		ub = proj.Projector.TokensPerImage
 	}
 	p := ModePlan{Mode: m, Description: descriptions[m], Available: true, Ctx: o.Ctx, UBatch: ub}
+	if o.CPU {
+		p.Description = cpuDescriptions[m]
+	}
 	if m == ModeSwap && !o.SwapSupported {
 		p.Available = false
 		p.Reason = "needs a llama-server with --mmproj-gpu-swap (spiritbuun/buun-llama-cpp); upstream lacks it"
@@ -294,8 +380,11 @@ func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuPr
 	add := func(name string, bytes, perTok uint64, note string) {
 		cs = append(cs, Component{Name: name, Bytes: bytes, PerToken: perTok, Note: note})
 	}
-	add("weights", model.WeightBytes-model.HostBytes+model.GPUCopyBytes, 0,
-		fmt.Sprintf("%s of tensors; the %s token embedding stays in host memory", mib(model.WeightBytes), mib(model.HostBytes)))
+	note := fmt.Sprintf("%s of tensors; the %s token embedding stays in host memory", mib(model.WeightBytes), mib(model.HostBytes))
+	if o.CPU {
+		note = mib(model.WeightBytes) + " of tensors, all in RAM (mmap: the page cache holds them)"
+	}
+	add("weights", model.WeightBytes-model.HostBytes+model.GPUCopyBytes, 0, note)
 	kvTok := kvPerToken(model.Attn, o.k, o.v)
 	add("KV cache", kvTok*cells, kvTok, fmt.Sprintf("%d attention layers, %s/%s, %d B/token", len(model.Attn), o.k, o.v, kvTok))
 	if model.RecurrentSeqBytes > 0 {
@@ -321,11 +410,12 @@ func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuPr
 	}
 	var projBytes uint64
 	if gpuProj {
-		projBytes = proj.WeightBytes + encoderCompute(proj.Projector)
+		patches := encoderPatches(proj.Projector, o.imageTokens)
+		enc := encoderCompute(proj.Projector, patches)
+		projBytes = proj.WeightBytes + enc
 		if !swap {
 			add("projector", proj.WeightBytes, 0, proj.Projector.Type)
-			add("encoder compute", encoderCompute(proj.Projector), 0,
-				fmt.Sprintf("largest image: %d patches, %d tokens", proj.Projector.Patches, proj.Projector.TokensPerImage))
+			add("encoder compute", enc, 0, fmt.Sprintf("largest image: %d tokens (%d patches)", o.imageTokens, patches))
 		}
 	}
 	if swap {
@@ -382,20 +472,24 @@ func computePerToken(m Facts, o resolved, ub int, mtp bool) (perCell, fixed uint
 	return perCell, fixed
 }
 
-// encoderCompute is the vision encoder's compute buffer for the largest image, a fit to llama-server's
-// "[mtmd] estimated worst-case memory usage" (see README.md).
-func encoderCompute(p *Projector) uint64 {
-	if strings.HasPrefix(p.Type, "qwen") {
-		// Qwen-VL encoders reserve for a larger warm-up image than image_size: fit to the 248 MiB measured for
-		// Qwen3.6's projector.
-		return uint64(p.Patches) * 4 * (13*uint64(p.EmbedDim) + 3*uint64(p.FFDim))
+// encoderCompute is the vision encoder's compute buffer for an image of the given patches, a fit to
+// llama-server's reservations (see README.md).
+func encoderCompute(p *Projector, patches int) uint64 {
+	if p.Dynamic {
+		// Qwen-VL with flash attention: linear in the patches. 248.1 MiB reserved for the 2116-token (8,464-patch)
+		// warm-up image of Qwen3.6's projector (n_embd 1152) on the CPU and the H200 alike: 20/3 × n_embd floats.
+		return uint64(patches) * 4 * 20 * uint64(p.EmbedDim) / 3
 	}
 	// CLIP/SigLIP (LLaVA-style): 17 MiB measured for a CLIP-L/14 at 336 px, about 8 × n_embd floats per patch.
-	return uint64(p.Patches) * 4 * 8 * uint64(p.EmbedDim)
+	return uint64(patches) * 4 * 8 * uint64(p.EmbedDim)
 }
 
 func args(model Facts, proj *Facts, o resolved, m Mode, ub, ctx int, useMTP bool) []string {
-	a := []string{"-m", model.Path, "-c", strconv.Itoa(ctx), "-ngl", "999"}
+	ngl := "999"
+	if o.CPU {
+		ngl = "0"
+	}
+	a := []string{"-m", model.Path, "-c", strconv.Itoa(ctx), "-ngl", ngl}
 	if o.NoFlashAttn {
 		a = append(a, "-fa", "off")
 	} else {
@@ -416,6 +510,9 @@ func args(model Facts, proj *Facts, o resolved, m Mode, ub, ctx int, useMTP bool
 			a = append(a, "--no-mmproj-offload")
 		case ModeSwap:
 			a = append(a, "--mmproj-gpu-swap")
+		}
+		if o.capTokens > 0 {
+			a = append(a, "--image-max-tokens", strconv.Itoa(o.capTokens))
 		}
 	}
 	return a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,9 @@ func blogOptions() Options {
 	return Options{Ctx: 262144, CacheK: "q4_0", CacheV: "q4_0", UBatch: 2048, Parallel: 1, DraftMax: 3, SwapSupported: true}
 }
 
+// warmupPixels is the 1472×1472 image llama.cpp reserves Qwen-VL's encoder for at load (2116 tokens).
+const warmupPixels = 1472 * 1472
+
 // blogGPU is the 24 GB laptop card of the blog with 23.4 GB (10^9 B) usable.
 var blogGPU = StaticGPUs{{Index: 0, Name: "24 GB card, 23.4 GB free", Total: 24e9, Free: 23.4e9, Source: "test"}}
 
@@ -54,7 +58,12 @@ func component(p ModePlan, name string) uint64 {
 func TestBlogCase(t *testing.T) {
 	t.Parallel()
 	model, mmproj := blogFiles(t)
-	res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, GPU: "auto", Source: blogGPU, Options: blogOptions()})
+	// §8 measured the buffers after load, with no image sent yet: the encoder held its reservation for the
+	// 2116-token warm-up image. Capping images at that size plans the same state (TestImageBudget covers the
+	// uncapped plan, which budgets the largest image).
+	o := blogOptions()
+	o.MaxImagePixels = warmupPixels
+	res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, GPU: "auto", Source: blogGPU, Options: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +138,6 @@ func TestBlogCase(t *testing.T) {
 		}
 	}
 	// With the default -ub 512 llama-server's everything-resident total was 20,137 MiB, and fit kept 262,144.
-	o := blogOptions()
 	o.UBatch = 512
 	res512, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, Source: blogGPU, Options: o})
 	if err != nil {
@@ -147,3 +155,175 @@ func TestBlogCase(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestImageBudget: the encoder is budgeted for the largest image the projector takes (Qwen-VL's dynamic
+// resolution: 4096 tokens by default), not for the 576-token image_size, and a configured cap shrinks that
+// budget, reaches llama-server as --image-max-tokens and is exported for image intake.
+func TestImageBudget(t *testing.T) {
+	t.Parallel()
+	model, mmproj := blogFiles(t)
+	plan := func(capPixels int) Result {
+		t.Helper()
+		o := blogOptions()
+		o.MaxImagePixels = capPixels
+		res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, Source: blogGPU, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := plan(0)
+	p := res.Projector.Projector
+	// Qwen's smart resize: sides rounded to multiples of 32 px (patch 16 × merge 2).
+	for _, c := range []struct{ w, h, tokens int }{
+		{1920, 1080, 60 * 34}, {2560, 1440, 80 * 45}, {512, 512, 16 * 16}, {1024, 1024, 32 * 32},
+		{3840, 2160, 4096 - 4096%1}, {64, 64, 8}, {100000, 10, 0},
+	} {
+		got := p.ImageTokens(c.w, c.h)
+		switch {
+		case c.w == 3840:
+			// 4K is scaled down to at most 4,194,304 pixels, keeping 16:9: 85×47 tokens.
+			if got > 4096 || got < 3900 {
+				t.Errorf("ImageTokens(%d×%d) = %d, want ≤ 4096 and close to it", c.w, c.h, got)
+			}
+		case c.w == 64:
+			// Below image_min_pixels (8 tokens) it is scaled up.
+			if got < 8 {
+				t.Errorf("ImageTokens(64×64) = %d, want ≥ 8", got)
+			}
+		case c.tokens == 0:
+			if got > 4096 || got <= 0 {
+				t.Errorf("ImageTokens(%d×%d) = %d, want 1..4096", c.w, c.h, got)
+			}
+		case got != c.tokens:
+			t.Errorf("ImageTokens(%d×%d) = %d, want %d", c.w, c.h, got, c.tokens)
+		}
+	}
+	if res.MaxImageTokens != 4096 || res.MaxImagePixels != 4096*32*32 {
+		t.Errorf("uncapped budget: %d tokens, %d pixels; want 4096 and 4,194,304", res.MaxImageTokens, res.MaxImagePixels)
+	}
+	resident, _ := res.Mode(ModeResident)
+	full := component(resident, "encoder compute")
+	// Linear in patches: 248.1 MiB for the 2116-token warm-up, so ~480 MiB for 4096 tokens.
+	if d := math.Abs(float64(full)/MiB/(248.1*4096/2116) - 1); d > 0.02 {
+		t.Errorf("encoder compute for 4096 tokens: %s", mib(full))
+	}
+	if strings.Contains(strings.Join(resident.Args, " "), "--image-max-tokens") {
+		t.Errorf("no cap asked, yet the args cap images: %v", resident.Args)
+	}
+
+	capped := plan(2560 * 1440)
+	cr, _ := capped.Mode(ModeResident)
+	if capped.MaxImageTokens != 3600 || capped.MaxImagePixels != 3600*32*32 {
+		t.Errorf("1440p cap: %d tokens, %d pixels; want 3600, %d", capped.MaxImageTokens, capped.MaxImagePixels, 3600*32*32)
+	}
+	if c := component(cr, "encoder compute"); c >= full || c == 0 {
+		t.Errorf("a 1440p cap should shrink the encoder budget: %s vs %s uncapped", mib(c), mib(full))
+	}
+	if a := strings.Join(cr.Args, " "); !strings.Contains(a, "--image-max-tokens 3600") {
+		t.Errorf("capped args lack --image-max-tokens 3600: %s", a)
+	}
+	if tv, _ := capped.Mode(ModeTextOnly); strings.Contains(strings.Join(tv.Args, " "), "--image-max-tokens") {
+		t.Errorf("text-only loads no projector, yet caps images: %v", tv.Args)
+	}
+	// A cap below the warm-up image does not go below llama.cpp's own reservation.
+	small := plan(512 * 512)
+	sr, _ := small.Mode(ModeResident)
+	if c := component(sr, "encoder compute"); math.Abs(float64(c)/MiB/248.1-1) > 0.02 {
+		t.Errorf("a 512² cap still pays the warm-up reservation (248 MiB), planned %s", mib(c))
+	}
+	var tbl bytes.Buffer
+	if err := res.WriteTable(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tbl.String(), "1080p 2040, 1440p 3600") {
+		t.Errorf("table should show the screenshot sizes' tokens:\n%s", tbl.String())
+	}
+}
+
+// TestKVOffer: on the seed's 23.4 GB with f16 KV, resident vision + MTP cannot keep 262,144 tokens; the plan must
+// say that q8_0 or q4_0 KV keeps it, in its result and its table.
+func TestKVOffer(t *testing.T) {
+	t.Parallel()
+	model, mmproj := blogFiles(t)
+	o := Options{Ctx: 262144, Parallel: 1}
+	res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, Source: blogGPU, Options: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := res.Recommended()
+	if !ok || rec.Fits {
+		t.Fatalf("premise: f16 KV should not keep 262,144 in any mode on 23.4 GB; recommended %+v", rec)
+	}
+	var caches []string
+	for _, k := range res.KVOffers {
+		caches = append(caches, k.Cache)
+		if a := strings.Join(k.Args, " "); !strings.Contains(a, "-ctk "+k.Cache) || !strings.Contains(a, "-c 262144") {
+			t.Errorf("offer %s: args %s", k.Cache, a)
+		}
+	}
+	if len(caches) == 0 || caches[0] != "q8_0" {
+		t.Fatalf("offers %v, want q8_0 first", caches)
+	}
+	var tbl bytes.Buffer
+	if err := res.WriteTable(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tbl.String(), "kv q8_0:     keeps the full 262144 tokens") || !strings.Contains(tbl.String(), "--cache-type q8_0") {
+		t.Errorf("table lacks the q8_0 offer:\n%s", tbl.String())
+	}
+	// When the requested context already fits, nothing is offered.
+	o.Ctx = 32768
+	res, err = PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, Source: blogGPU, Options: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.KVOffers) != 0 {
+		t.Errorf("32K fits with f16, yet offers %+v", res.KVOffers)
+	}
+}
+
+// TestCPUPlan: without a GPU, `visor plan` (CPUFallback) plans for system RAM instead of failing.
+func TestCPUPlan(t *testing.T) {
+	t.Parallel()
+	model, mmproj := blogFiles(t)
+	ram := func() (GPU, error) {
+		return ParseMeminfo(strings.NewReader("MemTotal:       67108864 kB\nMemFree: 1 kB\nMemAvailable:   50331648 kB\n"))
+	}
+	o := FileOptions{Model: model, MMProj: mmproj, GPU: "auto", Source: StaticGPUs{}, RAM: ram,
+		Options: Options{Ctx: 65536, CacheK: "q8_0", CacheV: "q8_0"}}
+	if _, err := PlanFiles(context.Background(), o); !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("without CPUFallback a missing GPU stays an error: %v", err)
+	}
+	o.CPUFallback = true
+	res, err := PlanFiles(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GPU.Source != "meminfo" || res.GPU.Free != 48<<30 || !res.Options.CPU {
+		t.Errorf("device %+v cpu=%v", res.GPU, res.Options.CPU)
+	}
+	rec, ok := res.Recommended()
+	if !ok || rec.Mode != ModeResident || !rec.Fits {
+		t.Fatalf("48 GiB of RAM holds everything at 64K: %+v", rec)
+	}
+	if w := component(rec, "weights"); w != res.Model.WeightBytes {
+		t.Errorf("on the CPU the token embedding is counted with the weights: %s vs %s", mib(w), mib(res.Model.WeightBytes))
+	}
+	if component(rec, "driver context") != 0 {
+		t.Errorf("no driver context on the CPU")
+	}
+	if a := strings.Join(rec.Args, " "); !strings.Contains(a, "-ngl 0") || strings.Contains(a, "mmproj-offload") {
+		t.Errorf("CPU args: %s", a)
+	}
+	var tbl bytes.Buffer
+	if err := res.WriteTable(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tbl.String(), "CPU (system RAM)") || !strings.Contains(tbl.String(), "no GPU found") {
+		t.Errorf("table:\n%s", tbl.String())
+	}
+	if _, err := ParseMeminfo(strings.NewReader("MemTotal: 5 kB\n")); err == nil {
+		t.Error("meminfo without MemAvailable accepted")
+	}
+}

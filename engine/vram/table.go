@@ -15,11 +15,26 @@ func (r Result) WriteTable(w io.Writer) error {
 	ew.printf("model      %s (%s): %.2f B params, %s of weights, %d layers (%d attention, %d recurrent, %d MTP)\n",
 		nameOr(m), m.Arch, float64(m.Params)/1e9, mib(m.WeightBytes), m.Layers, len(m.Attn), m.RecurrentLayers, m.NextNLayers)
 	if p := r.Projector; p != nil {
-		ew.printf("projector  %s (%s): %s, image %dpx, patch %d, %d tokens/image\n", nameOr(*p), p.Projector.Type,
-			mib(p.WeightBytes), p.Projector.ImageSize, p.Projector.PatchSize, p.Projector.TokensPerImage)
+		pr := p.Projector
+		if pr.Dynamic {
+			ew.printf("projector  %s (%s): %s, patch %d × merge %d, images up to %.1f MP = %d tokens (1080p %d, 1440p %d); "+
+				"encoder sized for %d tokens\n", nameOr(*p), pr.Type, mib(p.WeightBytes), pr.PatchSize, pr.MergeSize,
+				float64(pr.MaxPixels)/1e6, pr.MaxImageTokens, pr.ImageTokens(1920, 1080), pr.ImageTokens(2560, 1440),
+				r.MaxImageTokens)
+		} else {
+			ew.printf("projector  %s (%s): %s, image %dpx, patch %d, %d tokens/image\n", nameOr(*p), pr.Type,
+				mib(p.WeightBytes), pr.ImageSize, pr.PatchSize, pr.TokensPerImage)
+		}
+		if r.MaxImagePixels > 0 && r.MaxImagePixels < pr.MaxPixels {
+			ew.printf("image cap  %d pixels (%d tokens): larger images are resized to fit\n", r.MaxImagePixels, r.MaxImageTokens)
+		}
 	}
-	ew.printf("gpu        %s (%s): %s free of %s; planning for %s (margin %s)\n", r.GPU.Name, r.GPU.Source,
-		mib(r.GPU.Free), mib(r.GPU.Total), mib(r.Usable), mib(r.Options.Margin))
+	reserved := ""
+	if r.GPU.Reserved > 0 {
+		reserved = ", " + mib(r.GPU.Reserved) + " reserved by the driver"
+	}
+	ew.printf("gpu        %s (%s): %s free of %s%s; planning for %s (margin %s)\n", r.GPU.Name, r.GPU.Source,
+		mib(r.GPU.Free), mib(r.GPU.Total), reserved, mib(r.Usable), mib(r.Options.Margin))
 	ew.printf("options    ctx %d, cache %s/%s, ubatch %d, %d sequence(s)\n\n", r.Options.Ctx, r.Options.CacheK,
 		r.Options.CacheV, r.Options.UBatch, r.Options.Parallel)
 
@@ -92,6 +107,10 @@ func (r Result) WriteTable(w io.Writer) error {
 	} else {
 		ew.printf("\nrecommended: none: no mode fits at %d tokens or more; free GPU memory, lower the context, "+
 			"quantise the KV cache (-ctk/-ctv q8_0) or use a smaller model file\n", MinUsefulCtx)
+	}
+	for _, k := range r.KVOffers {
+		ew.printf("kv %s:     keeps the full %d tokens: %s fits in %s with --cache-type %s\n               llama-server %s\n",
+			k.Cache, r.Options.Ctx, k.Mode, mib(k.Total), k.Cache, strings.Join(k.Args, " "))
 	}
 	for _, n := range r.Notes {
 		ew.printf("note: %s\n", n)

@@ -1,0 +1,614 @@
+// Command seedcheck runs the seed's 24 GB scenario end to end on a real GPU (scripts/gpu-seed-check.sh runs it on
+// the lent H200): it writes shape-exact stand-ins of Qwen3.6-35B-A3B and its Qwen-VL projector (zero weights,
+// sparse), holds GPU memory with a CUDA ballast until the seed's free memory is left, has visor plan and start the
+// mode (visor serve), sends 1080p, 1440p and largest-size screenshots, and compares:
+//   - the plan's total with NVML's measured use, including the largest screenshot;
+//   - the minimum free memory during the image turns with the plan's margin;
+//   - the first image's time to first token after start with a later image's (with and without visor's warm-up,
+//     each on a fresh shader cache, so both pay the one-time pipeline compiles);
+//   - tokens/s streamed through visor's client with a raw HTTP read of the same server.
+//
+// Usage: seedcheck -visor VISOR -server LLAMA_SERVER [-work DIR] [-out DIR] [-free 23.4GB] [-control=true]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/gguf"
+	"github.com/visorhq/visor/engine/modelgen"
+	"github.com/visorhq/visor/engine/vram"
+)
+
+type shot struct {
+	Name string `json:"name"`
+	W, H int
+	Seed uint64 `json:"-"`
+	path string
+	png  []byte
+}
+
+// Turn is one image request.
+type Turn struct {
+	Image       string  `json:"image"`
+	TTFTSeconds float64 `json:"ttft_s"`
+	PromptN     int     `json:"prompt_n"`
+	PromptMS    float64 `json:"prompt_ms"`
+	MinFreeMiB  float64 `json:"min_free_mib"`
+	Err         string  `json:"error,omitempty"`
+}
+
+// Run is one visor serve start and what was measured on it.
+type Run struct {
+	Warmup        bool      `json:"warmup"`
+	StartSeconds  float64   `json:"start_s"`
+	Mode          string    `json:"mode"`
+	ServeLog      []string  `json:"serve_log"`
+	FreeBeforeMiB float64   `json:"free_before_mib"`
+	FreeReadyMiB  float64   `json:"free_ready_mib"`
+	Turns         []Turn    `json:"turns"`
+	MinFreeMiB    float64   `json:"min_free_mib"`
+	PeakUseMiB    float64   `json:"peak_use_mib"`
+	VisorTPS      []float64 `json:"visor_tps,omitempty"`
+	RawTPS        []float64 `json:"raw_tps,omitempty"`
+	ServerTPS     []float64 `json:"server_tps,omitempty"`
+	RawServerTPS  []float64 `json:"raw_server_tps,omitempty"`
+	Placement     []string  `json:"placement_lines,omitempty"`
+	Err           string    `json:"error,omitempty"`
+}
+
+// Report is results.json.
+type Report struct {
+	GPU           string  `json:"gpu"`
+	TotalMiB      float64 `json:"total_mib"`
+	FreeStartMiB  float64 `json:"free_start_mib"`
+	FreeBallast   float64 `json:"free_after_ballast_mib"`
+	PlanMode      string  `json:"plan_mode"`
+	PlanCtx       int     `json:"plan_ctx"`
+	PlanTotalMiB  float64 `json:"plan_total_mib"`
+	PlanMarginMiB float64 `json:"plan_margin_mib"`
+	PlanHeadroom  float64 `json:"plan_headroom_mib"`
+	PlanImageTok  int     `json:"plan_max_image_tokens"`
+	PlanKVOffers  []string
+	PlanTable     string `json:"plan_table"`
+	Runs          []Run  `json:"runs"`
+	Checks        []string
+}
+
+func main() {
+	visor := flag.String("visor", "visor", "visor binary (a wrapper that can run it here)")
+	server := flag.String("server", "llama-server", "llama-server binary")
+	work := flag.String("work", filepath.Join(os.TempDir(), "seedcheck"), "folder for models and state")
+	out := flag.String("out", ".", "folder for results.json and logs")
+	freeSpec := flag.String("free", "23.4GB", "free GPU memory to leave (the seed's budget)")
+	control := flag.Bool("control", true, "first run a start without warm-up, to show what it saves")
+	reps := flag.Int("reps", 5, "tokens/s measurements per client")
+	flag.Parse()
+	ctx := context.Background()
+	if err := run(ctx, *visor, *server, *work, *out, *freeSpec, *control, *reps); err != nil {
+		fmt.Fprintln(os.Stderr, "seedcheck:", err)
+		os.Exit(1)
+	}
+}
+
+func say(f string, a ...any) { fmt.Printf("seedcheck: "+f+"\n", a...) }
+
+func run(ctx context.Context, visor, server, work, out, freeSpec string, control bool, reps int) error {
+	target, err := vram.ParseSize(freeSpec)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	model, mmproj := filepath.Join(work, "qwen3.6-35b-a3b.gguf"), filepath.Join(work, "mmproj-qwen3.6.gguf")
+	kv, ts := modelgen.Qwen36()
+	if err := gguf.WriteFile(model, kv, ts); err != nil {
+		return err
+	}
+	kv, ts = modelgen.QwenVLProjector()
+	if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
+		return err
+	}
+	shots := []*shot{{Name: "1440p-a", W: 2560, H: 1440, Seed: 1}, {Name: "1440p-b", W: 2560, H: 1440, Seed: 2},
+		{Name: "1080p", W: 1920, H: 1080, Seed: 3}, {Name: "largest-2048", W: 2048, H: 2048, Seed: 4},
+		{Name: "1440p-c", W: 2560, H: 1440, Seed: 5}}
+	for _, s := range shots {
+		if s.png, err = screenshot(s.W, s.H, s.Seed); err != nil {
+			return err
+		}
+		s.path = filepath.Join(work, s.Name+".png") // $OUT brings back only a few files
+		if err := os.WriteFile(s.path, s.png, 0o644); err != nil {
+			return err
+		}
+	}
+	mon, err := newMonitor()
+	if err != nil {
+		return err
+	}
+	defer mon.stop()
+	rep := Report{GPU: mon.name, TotalMiB: mib(mon.total)}
+	rep.FreeStartMiB = mib(mon.free())
+	say("%s: %.0f MiB free of %.0f; holding memory until %.0f MiB are left", mon.name, rep.FreeStartMiB, rep.TotalMiB, mib(target))
+	left, err := ballast(ctx, target)
+	if err != nil {
+		return err
+	}
+	rep.FreeBallast = mib(left)
+	say("ballast holds %.0f MiB: %.0f MiB free", rep.FreeStartMiB-rep.FreeBallast, rep.FreeBallast)
+
+	plan, table, err := visorPlan(ctx, visor, server, model, mmproj, filepath.Join(work, "state-plan"))
+	if err != nil {
+		return err
+	}
+	rep.PlanTable = table
+	fmt.Println(table)
+	if rec, ok := plan.Recommended(); ok {
+		rep.PlanMode, rep.PlanCtx, rep.PlanTotalMiB, rep.PlanHeadroom = string(rec.Mode), rec.LaunchCtx(), mib(rec.Total), float64(rec.Headroom)/vram.MiB
+		if !rec.Fits {
+			// Launched at MaxCtx: re-plan that context to get the total the server was started with.
+			o := plan.Options
+			o.Ctx = rec.MaxCtx
+			if r2, err := vram.Plan(plan.Model, plan.Projector, plan.GPU, o); err == nil {
+				if p2, ok := r2.Mode(rec.Mode); ok {
+					rep.PlanTotalMiB, rep.PlanHeadroom = mib(p2.Total), float64(p2.Headroom)/vram.MiB
+				}
+			}
+		}
+	}
+	rep.PlanMarginMiB, rep.PlanImageTok = mib(plan.Options.Margin), plan.MaxImageTokens
+	for _, k := range plan.KVOffers {
+		rep.PlanKVOffers = append(rep.PlanKVOffers, k.Cache+" "+string(k.Mode))
+	}
+	var modes []bool
+	if control {
+		modes = append(modes, false)
+	}
+	modes = append(modes, true)
+	for i, warm := range modes {
+		r := serveRun(ctx, mon, visor, server, model, mmproj, filepath.Join(work, fmt.Sprintf("state-%d", i)), out, i, warm, shots, reps)
+		rep.Runs = append(rep.Runs, r)
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		_ = os.WriteFile(filepath.Join(out, "results.json"), b, 0o644)
+	}
+	rep.Checks = checks(rep)
+	for _, c := range rep.Checks {
+		fmt.Println(c)
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	return os.WriteFile(filepath.Join(out, "results.json"), b, 0o644)
+}
+
+func visorPlan(ctx context.Context, visor, server, model, mmproj, state string) (vram.Result, string, error) {
+	env := append(os.Environ(), "VISOR_ENGINE_DIR="+state)
+	cmd := exec.CommandContext(ctx, visor, "plan", "--model", model, "--mmproj", mmproj, "--server", server, "--json")
+	cmd.Env = env
+	b, err := cmd.Output()
+	if err != nil {
+		return vram.Result{}, "", fmt.Errorf("visor plan: %w: %s", err, stderrOf(err))
+	}
+	var res vram.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return res, "", fmt.Errorf("visor plan --json: %w", err)
+	}
+	cmd = exec.CommandContext(ctx, visor, "plan", "--model", model, "--mmproj", mmproj, "--server", server)
+	cmd.Env = env
+	t, _ := cmd.CombinedOutput()
+	return res, string(t), nil
+}
+
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(ee.Stderr)
+	}
+	return ""
+}
+
+var servingRE = regexp.MustCompile(`serving \S+ at (http://\S+)`)
+
+// serveRun starts `visor serve` (plan auto, warm-up on or off) on a fresh shader cache and measures it.
+func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, state, out string, n int, warm bool,
+	shots []*shot, reps int) (r Run) {
+	r.Warmup = warm
+	fail := func(err error) Run { r.Err = err.Error(); say("run %d: %v", n, err); return r }
+	shader := filepath.Join(state, "shader-cache")
+	_ = os.RemoveAll(state)
+	if err := os.MkdirAll(shader, 0o755); err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(visor, "serve", "--model", model, "--mmproj", mmproj, "--server", server,
+		fmt.Sprintf("--warmup=%v", warm))
+	// A fresh, private driver shader cache: every run pays the one-time pipeline compiles of a new install.
+	cmd.Env = append(os.Environ(), "VISOR_ENGINE_DIR="+state, "__GL_SHADER_DISK_CACHE_PATH="+shader,
+		"__GL_SHADER_DISK_CACHE=1", "__GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	r.FreeBeforeMiB = mib(mon.free())
+	t0 := time.Now()
+	mark := mon.mark()
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		copyFile(filepath.Join(state, "logs", "llama-server.log"), filepath.Join(out, fmt.Sprintf("llama-server-%d.log", n)))
+		r.Placement = grepFile(filepath.Join(state, "logs", "llama-server.log"),
+			"offloaded|using device|CLIP using|model buffer size|compute buffer size|KV buffer size|warmup with image|worst-case")
+		time.Sleep(2 * time.Second)
+	}()
+	var mu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			r.ServeLog = append(r.ServeLog, sc.Text())
+			mu.Unlock()
+			say("run %d serve: %s", n, sc.Text())
+		}
+	}()
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			say("run %d serve: %s", n, sc.Text())
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+			}
+		}
+		close(urlc)
+	}()
+	var url string
+	select {
+	case u, ok := <-urlc:
+		if !ok {
+			return fail(fmt.Errorf("visor serve exited before serving"))
+		}
+		url = u
+	case <-time.After(8 * time.Minute):
+		return fail(fmt.Errorf("visor serve not serving after 8 minutes"))
+	}
+	r.StartSeconds = time.Since(t0).Seconds()
+	r.FreeReadyMiB = mib(mon.free())
+	mu.Lock()
+	for _, l := range r.ServeLog {
+		if i := strings.Index(l, "engine started in mode "); i >= 0 {
+			r.Mode = l[i+len("engine started in mode "):]
+		}
+	}
+	mu.Unlock()
+	c := engine.NewClient(url, "")
+	for _, s := range shots {
+		m := mon.mark()
+		t := imageTurn(ctx, c, s)
+		t.MinFreeMiB = mib(mon.minSince(m))
+		say("run %d image %s: ttft %.2f s, prompt %d tokens in %.0f ms, min free %.0f MiB %s", n, s.Name, t.TTFTSeconds,
+			t.PromptN, t.PromptMS, t.MinFreeMiB, t.Err)
+		r.Turns = append(r.Turns, t)
+	}
+	if warm {
+		for i := range reps {
+			v, sv, err := streamVisor(ctx, c)
+			if err != nil {
+				return fail(err)
+			}
+			raw, rsv, err := streamRaw(ctx, url)
+			if err != nil {
+				return fail(err)
+			}
+			r.VisorTPS, r.RawTPS = append(r.VisorTPS, v), append(r.RawTPS, raw)
+			r.ServerTPS, r.RawServerTPS = append(r.ServerTPS, sv), append(r.RawServerTPS, rsv)
+			say("run %d tokens/s #%d: visor %.1f (server %.1f), raw %.1f (server %.1f)", n, i, v, sv, raw, rsv)
+		}
+	}
+	r.MinFreeMiB = mib(mon.minSince(mark))
+	r.PeakUseMiB = r.FreeBeforeMiB - r.MinFreeMiB
+	return r
+}
+
+const question = "Describe this screenshot in one sentence."
+
+func imageTurn(ctx context.Context, c *engine.Client, s *shot) Turn {
+	t := Turn{Image: s.Name}
+	req := engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{MaxTokens: 8,
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, MultiContent: []openai.ChatMessagePart{
+			engine.ImagePart("image/png", s.png), {Type: openai.ChatMessagePartTypeText, Text: question}}}}}}
+	start := time.Now()
+	st, err := c.ChatStream(ctx, req)
+	if err != nil {
+		t.Err = err.Error()
+		return t
+	}
+	defer st.Close()
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Err = err.Error()
+			return t
+		}
+		for _, cc := range ch.Choices {
+			if t.TTFTSeconds == 0 && (cc.Delta.Content != "" || cc.Delta.ReasoningContent != "") {
+				t.TTFTSeconds = time.Since(start).Seconds()
+			}
+		}
+		if ch.Timings != nil {
+			t.PromptN, t.PromptMS = ch.Timings.PromptN, ch.Timings.PromptMS
+		}
+	}
+	return t
+}
+
+const tpsPrompt = "Write a long story about a lighthouse keeper."
+const tpsTokens = 512
+
+// streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
+// own predicted_per_second.
+func streamVisor(ctx context.Context, c *engine.Client) (float64, float64, error) {
+	noCache := false
+	req := engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{MaxTokens: tpsTokens,
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: tpsPrompt}}},
+		Extra: engine.Extra{CachePrompt: &noCache, Fields: map[string]any{"ignore_eos": true}}}
+	st, err := c.ChatStream(ctx, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Close()
+	var first time.Time
+	var tim *engine.Timings
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, cc := range ch.Choices {
+			if first.IsZero() && (cc.Delta.Content != "" || cc.Delta.ReasoningContent != "") {
+				first = time.Now()
+			}
+		}
+		if ch.Timings != nil {
+			tim = ch.Timings
+		}
+	}
+	if tim == nil || first.IsZero() {
+		return 0, 0, fmt.Errorf("visor stream: no timings or no content")
+	}
+	return float64(tim.PredictedN-1) / time.Since(first).Seconds(), tim.PredictedPerSecond, nil
+}
+
+// streamRaw reads the same request's SSE stream with net/http and nothing else; it returns tokens/s after the
+// first token and the server's own predicted_per_second.
+func streamRaw(ctx context.Context, url string) (float64, float64, error) {
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}],"max_tokens":%d,"stream":true,"cache_prompt":false,"ignore_eos":true}`,
+		tpsPrompt, tpsTokens)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var first time.Time
+	n, server := 0, 0.0
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && bytes.HasPrefix(line, []byte("data: ")) {
+			if first.IsZero() && bytes.Contains(line, []byte(`"content":"`)) {
+				first = time.Now()
+			}
+			if i := bytes.Index(line, []byte(`"predicted_n":`)); i >= 0 {
+				_, _ = fmt.Sscanf(string(line[i+len(`"predicted_n":`):]), "%d", &n)
+			}
+			if i := bytes.Index(line, []byte(`"predicted_per_second":`)); i >= 0 {
+				_, _ = fmt.Sscanf(string(line[i+len(`"predicted_per_second":`):]), "%g", &server)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if first.IsZero() || n == 0 {
+		return 0, 0, fmt.Errorf("raw stream: no content or no timings")
+	}
+	return float64(n-1) / time.Since(first).Seconds(), server, nil
+}
+
+func checks(rep Report) []string {
+	var out []string
+	add := func(ok bool, f string, a ...any) {
+		v := "FAIL"
+		if ok {
+			v = "PASS"
+		}
+		out = append(out, fmt.Sprintf("%s  %s", v, fmt.Sprintf(f, a...)))
+	}
+	var main, ctl *Run
+	for i := range rep.Runs {
+		if rep.Runs[i].Warmup {
+			main = &rep.Runs[i]
+		} else {
+			ctl = &rep.Runs[i]
+		}
+	}
+	if main == nil || main.Err != "" || len(main.Turns) < 4 {
+		add(false, "the warm-up run did not complete: %+v", main)
+		return out
+	}
+	errPct := 100 * (rep.PlanTotalMiB/main.PeakUseMiB - 1)
+	add(errPct >= -5 && errPct <= 5, "plan %.0f MiB vs NVML peak use %.0f MiB (largest screenshot included): %+.1f%% (within 5%%)",
+		rep.PlanTotalMiB, main.PeakUseMiB, errPct)
+	min1440 := 1e18
+	oom := false
+	for _, t := range main.Turns {
+		if strings.HasPrefix(t.Image, "1440p") && t.MinFreeMiB < min1440 {
+			min1440 = t.MinFreeMiB
+		}
+		oom = oom || t.Err != ""
+	}
+	add(min1440 >= 0.9*rep.PlanMarginMiB, "min free during 1440p turns %.0f MiB vs planned margin %.0f MiB (≥ 90%%: %.0f); plan expected %.0f (margin + headroom)",
+		min1440, rep.PlanMarginMiB, 0.9*rep.PlanMarginMiB, rep.PlanMarginMiB+rep.PlanHeadroom)
+	add(!oom && main.Err == "", "no OOM or failed turn")
+	first, later := main.Turns[0].TTFTSeconds, main.Turns[1].TTFTSeconds
+	add(first > 0 && later > 0 && first <= 2*later, "first image after start TTFT %.2f s vs later image %.2f s (≤ 2×: ratio %.2f)", first, later, first/later)
+	if ctl != nil && len(ctl.Turns) > 1 {
+		out = append(out, fmt.Sprintf("info  without warm-up: first image TTFT %.2f s vs later %.2f s (ratio %.2f)",
+			ctl.Turns[0].TTFTSeconds, ctl.Turns[1].TTFTSeconds, ctl.Turns[0].TTFTSeconds/max(ctl.Turns[1].TTFTSeconds, 1e-9)))
+	}
+	v, raw := median(main.VisorTPS), median(main.RawTPS)
+	add(v >= 0.99*raw, "visor streamed %.1f tokens/s vs raw HTTP %.1f, medians of %d alternating pairs (≥ 0.99×: ratio %.3f)",
+		v, raw, len(main.VisorTPS), v/raw)
+	// The same ratio with the server's variation taken out: each client's rate over the server's own rate.
+	var ov, or []float64
+	for i := range main.VisorTPS {
+		if i < len(main.ServerTPS) && i < len(main.RawServerTPS) && main.ServerTPS[i] > 0 && main.RawServerTPS[i] > 0 {
+			ov, or = append(ov, main.VisorTPS[i]/main.ServerTPS[i]), append(or, main.RawTPS[i]/main.RawServerTPS[i])
+		}
+	}
+	out = append(out, fmt.Sprintf("info  client rate / server rate: visor %.3f, raw %.3f", median(ov), median(or)))
+	return out
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func mib(b uint64) float64 { return float64(b) / vram.MiB }
+
+func copyFile(from, to string) {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		_ = os.WriteFile(to, b, 0o644)
+	}
+}
+
+func grepFile(path, pattern string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	re := regexp.MustCompile(pattern)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if re.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// monitor samples device 0's free memory (NVML v2) every 25 ms, so the minimum during a turn is seen.
+type monitor struct {
+	name  string
+	total uint64
+	dev   nvml.Device
+	lib   nvml.Interface
+	mu    sync.Mutex
+	seq   []sample
+	done  chan struct{}
+}
+
+type sample struct {
+	t    time.Time
+	free uint64
+}
+
+func newMonitor() (*monitor, error) {
+	lib := nvml.New()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: %s", lib.ErrorString(ret))
+	}
+	dev, ret := lib.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML device 0: %s", lib.ErrorString(ret))
+	}
+	m := &monitor{dev: dev, lib: lib, done: make(chan struct{})}
+	m.name, _ = dev.GetName()
+	if mi, ret := dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
+		m.total = mi.Total
+	}
+	go func() {
+		tk := time.NewTicker(25 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-m.done:
+				return
+			case <-tk.C:
+				f := m.read()
+				m.mu.Lock()
+				m.seq = append(m.seq, sample{time.Now(), f})
+				m.mu.Unlock()
+			}
+		}
+	}()
+	return m, nil
+}
+
+func (m *monitor) read() uint64 {
+	if mi, ret := m.dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
+		return mi.Free
+	}
+	mi, _ := m.dev.GetMemoryInfo()
+	return mi.Free
+}
+
+func (m *monitor) free() uint64 { return m.read() }
+
+func (m *monitor) mark() time.Time { return time.Now() }
+
+func (m *monitor) minSince(t time.Time) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lo := m.read()
+	for _, s := range m.seq {
+		if !s.t.Before(t) && s.free < lo {
+			lo = s.free
+		}
+	}
+	return lo
+}
+
+func (m *monitor) stop() { close(m.done); m.lib.Shutdown() }

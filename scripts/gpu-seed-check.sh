@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs the seed's 24 GB scenario end to end on a real NVIDIA GPU (issue 12; engine-notes §8–§9): ballast down to
+# the seed's 23.4 GB free, `visor plan` and `visor serve` (plan auto: visor picks and starts the mode, checks it
+# runs on the GPU, warms up), 1080p / 1440p / largest screenshots, NVML's minimum free memory during each turn,
+# first-image vs later-image time to first token (with and without warm-up, each on a fresh shader cache), and
+# tokens/s through visor's client vs a raw HTTP read of the same server. Nothing is built on the GPU machine.
+#
+# Prepare (on a machine with network and Go), from the repository root:
+#   VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh .cache/gpu-engine
+#   mkdir -p .cache/gpu-debs && cp .cache/gpu-engine/debs/*.deb .cache/gpu-debs/
+#   CGO_ENABLED=1 go build -tags sqlite_fts5 -ldflags=-s -o .cache/visor ./cmd/visor
+#   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
+# Run (on the GPU machine, from the repository root): scripts/gpu-seed-check.sh [seedcheck flags, e.g. -free 23.4GB]
+# Results: $OUT/results.json, the llama-server logs, the screenshots, and PASS/FAIL lines on stdout. Skips (exit 0)
+# without an NVIDIA GPU, and in CI.
+set -euo pipefail
+
+if [ -n "${CI:-}" ]; then echo "gpu-seed-check: skipped in CI (needs an NVIDIA GPU)"; exit 0; fi
+debs=${VISOR_GPU_DEBS:-.cache/gpu-debs}
+visor=${VISOR_BIN:-.cache/visor}
+check=${VISOR_SEEDCHECK:-.cache/seedcheck}
+work=${VISOR_GPU_WORK:-${TMPDIR:-/tmp}/visor-seed-check}
+out=${OUT:-$work/out}
+nvlib=${VISOR_NVIDIA_LIB:-/usr/local/nvidia/lib64}
+fail() { echo "gpu-seed-check: $*" >&2; exit 1; }
+
+command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "gpu-seed-check: no NVIDIA driver: skipped"; exit 0; }
+ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
+[ -x "$visor" ] || fail "$visor missing (see the header of this script)"
+[ -x "$check" ] || fail "$check missing (see the header of this script)"
+mkdir -p "$work" "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>/dev/null || true
+
+# The real installer, offline, with its GPU detection: it must pick the Vulkan backend on its own.
+here=$(cd "$(dirname "$0")" && pwd)
+VISOR_ENGINE_GPU=${VISOR_ENGINE_GPU:-auto} VISOR_ENGINE_DEBS="$debs" VISOR_ENGINE_FORCE=1 "$here/install-engine.sh" "$work/engine"
+server=$work/engine/bin/llama-server
+lib=$(dirname "$(find "$work/engine/root" -name 'ld-linux-x86-64.so.2' | head -n1)")
+loader=$lib/ld-linux-x86-64.so.2
+# visor and seedcheck run through sid's loader too, so the machine's own glibc does not matter; NVML and libcuda
+# are dlopened from the driver's folder.
+cat > "$work/visor" <<SH
+#!/bin/sh
+exec "$loader" --library-path "$lib:$nvlib" "$(cd "$(dirname "$visor")" && pwd)/$(basename "$visor")" "\$@"
+SH
+chmod +x "$work/visor"
+VISOR_ENGINE_DIR="$work/state-engine" "$work/visor" engine --server "$server" | tee "$out/visor-engine.txt"
+grep -q "Vulkan0" "$out/visor-engine.txt" || fail "visor engine shows no Vulkan device: llama-server would run on the CPU"
+"$loader" --library-path "$lib:$nvlib" "$check" -visor "$work/visor" -server "$server" -work "$work" -out "$out" "$@"
