@@ -218,11 +218,11 @@ func newToolStep(t testing.TB, srv *llamacpp.Server, shot func() []byte, lookahe
 	return s
 }
 
-func (s *toolStep) run(t testing.TB, ctx context.Context) agent.Finished {
+func (s *toolStep) run(t testing.TB, ctx context.Context, emit func(agent.Event)) agent.Finished {
 	s.proxy.reset()
 	s.release = make(chan struct{})
 	s.prefills = nil
-	f := s.a.Run(ctx, nil, agent.Message{Role: "user", Content: "go"}, nil)
+	f := s.a.Run(ctx, nil, agent.Message{Role: "user", Content: "go"}, emit)
 	if f.Err != nil || f.Final.Content != testmodel.Answer || f.Final.Timings == nil || f.Steps != 2 {
 		t.Fatalf("run: %+v", f)
 	}
@@ -237,7 +237,7 @@ func TestPrefillToolImageWhileSlowerToolRuns(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			srv := kind.start(t)
 			s := newToolStep(t, srv, func() []byte { return testPNG(t, 33) }, true, 0)
-			f := s.run(t, context.Background())
+			f := s.run(t, context.Background(), nil)
 			if len(s.prefills) != 1 || s.prefills[0] == nil {
 				t.Fatalf("prefills %+v, want one", s.prefills)
 			}
