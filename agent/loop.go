@@ -58,7 +58,9 @@ type Config struct {
 	// OnImagesReady is called with the conversation so far when a tool returns images while other tools of the
 	// same step still run, so the images can be encoded meanwhile (Agent.PrefillHistory does that). It runs in its
 	// own goroutine, one call at a time in the order the images arrived, and the loop waits for it before the
-	// step's next request.
+	// step's next request. Setting it (or PrefillToolImages) also makes each tool result's images follow that
+	// result in the prompt rather than the whole run of results, which strict OpenAI servers refuse: it is for
+	// llama-server.
 	OnImagesReady func(ctx context.Context, history []Message)
 	// PrefillToolImages makes the loop call Agent.PrefillHistory itself where OnImagesReady would be called,
 	// when OnImagesReady is nil.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -52,7 +53,10 @@ func (a *Agent) Prefill(ctx context.Context, history []Message, user Message) (*
 		probe := func(text string) []Message {
 			return append(append([]Message(nil), history...), Message{Role: "user", Images: user.Images, Content: text})
 		}
-		return a.prefillShared(ctx, probe("A"), probe("B"))
+		t, err := a.prefillShared(ctx, probe("A"), probe("B"))
+		if !errors.Is(err, errNoExactPrompt) {
+			return t, err
+		}
 	}
 	c, ok := a.cfg.Model.(Chatter)
 	if !ok {
@@ -74,7 +78,7 @@ func (a *Agent) Prefill(ctx context.Context, history []Message, user Message) (*
 // PrefillHistory has the server evaluate the part of history's prompt that every continuation shares (it ends
 // after the last message's end of turn), when that part holds an image: the loop calls it when a tool has
 // returned an image while other tools of the same step still run, so the image is encoded while they do. It
-// needs a PromptEvaluator (llama-server); with another client it returns ErrNoPrefill.
+// needs a PromptEvaluator that is llama-server; otherwise it returns ErrNoPrefill.
 func (a *Agent) PrefillHistory(ctx context.Context, history []Message) (*engine.Timings, error) {
 	if _, ok := a.cfg.Model.(PromptEvaluator); !ok {
 		return nil, ErrNoPrefill
@@ -82,8 +86,15 @@ func (a *Agent) PrefillHistory(ctx context.Context, history []Message) (*engine.
 	// The next request adds more tool results (or a user turn); the generation prompt and a user turn are two
 	// different continuations, so the prompts agree up to the start of whatever comes next.
 	next := append(append([]Message(nil), history...), Message{Role: "user", Content: "A"})
-	return a.prefillShared(ctx, history, next)
+	t, err := a.prefillShared(ctx, history, next)
+	if errors.Is(err, errNoExactPrompt) {
+		return nil, fmt.Errorf("%w: %w", ErrNoPrefill, err)
+	}
+	return t, err
 }
+
+// errNoExactPrompt means the server has no /apply-template: it is not llama-server.
+var errNoExactPrompt = errors.New("agent: prefill: the server cannot render prompts (no /apply-template)")
 
 // prefillShared renders both conversations with the server's template and evaluates the longest prefix they
 // share, cut back to the newline after its last image.
@@ -91,6 +102,10 @@ func (a *Agent) prefillShared(ctx context.Context, x, y []Message) (*engine.Timi
 	ev := a.cfg.Model.(PromptEvaluator)
 	rx, ry := a.request(x), a.request(y)
 	px, err := ev.ApplyTemplate(ctx, rx)
+	var he *engine.HTTPError
+	if errors.As(err, &he) && (he.Status == http.StatusNotFound || he.Status == http.StatusNotImplemented) {
+		return nil, errNoExactPrompt
+	}
 	if err != nil {
 		return nil, fmt.Errorf("agent: prefill: %w", err)
 	}

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -273,5 +274,51 @@ func TestPrefillToolImageWhileSlowerToolRuns(t *testing.T) {
 					tm.CacheN, prefilled)
 			}
 		})
+	}
+}
+
+// TestPrefillFallsBackToChatWithoutApplyTemplate: against a server that is not llama-server (no
+// /apply-template; a FAKE one here, since what matters is only which endpoints exist) Prefill still sends the
+// images, as a chat request with n_predict 0, and the tool-image lookahead reports ErrNoPrefill.
+func TestPrefillFallsBackToChatWithoutApplyTemplate(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	var nPredict string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		if r.URL.Path == "/v1/chat/completions" {
+			if i := strings.Index(string(body), `"n_predict":`); i >= 0 {
+				nPredict = string(body[i : i+13])
+			}
+		}
+		mu.Unlock()
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"length"}],`+
+			`"timings":{"prompt_n":40,"cache_n":0}}`)
+	}))
+	defer hs.Close()
+	a, err := agent.New(agent.Config{Model: engine.NewClient(hs.URL, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := []tools.Image{{MIME: "image/png", Data: testPNG(t, 3)}}
+	tm, err := a.Prefill(context.Background(), nil, agent.Message{Role: "user", Images: im})
+	if err != nil || tm == nil || tm.PromptN != 40 {
+		t.Fatalf("prefill: %+v %v", tm, err)
+	}
+	mu.Lock()
+	got, np := strings.Join(paths, " "), nPredict
+	mu.Unlock()
+	if got != "/apply-template /v1/chat/completions" || np != `"n_predict":0` {
+		t.Errorf("requests %q (%s), want /apply-template then a chat request with n_predict 0", got, np)
+	}
+	if _, err := a.PrefillHistory(context.Background(), []agent.Message{{Role: "user", Images: im}}); !errors.Is(err, agent.ErrNoPrefill) {
+		t.Errorf("PrefillHistory: %v, want ErrNoPrefill", err)
 	}
 }

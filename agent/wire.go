@@ -117,12 +117,12 @@ func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
 }
 
 func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMessage {
-	// Against llama-server each result's images follow that result at once, before the results after it: the
-	// loop appends results in the order they finish, so an image a fast tool returned is then a prefix of the
-	// next request while slower tools still run, and can be prefilled (Agent.PrefillHistory). Other
-	// OpenAI-compatible servers require the tool messages of one turn to be adjacent, so there the images of the
-	// whole run follow it.
-	_, split := a.cfg.Model.(PromptEvaluator)
+	// With tool-image lookahead on (a llama-server feature) each result's images follow that result at once,
+	// before the results after it: the loop appends parallel results in the order they finish, so an image a fast
+	// tool returned is then a prefix of the next request while slower tools still run, and can be prefilled
+	// (Agent.PrefillHistory). Otherwise the images of the whole run follow it, because strict OpenAI-compatible
+	// servers want the tool messages of one turn adjacent.
+	split := a.cfg.OnImagesReady != nil || a.cfg.PrefillToolImages
 	var out []openai.ChatCompletionMessage
 	var images []tools.Image
 	var captions []string
