@@ -55,6 +55,16 @@ type Config struct {
 	MaxRepeatedFailures int
 	Extra               engine.Extra
 	Logger              *slog.Logger
+	// OnImagesReady is called with the conversation so far when a tool returns images while other tools of the
+	// same step still run, so the images can be encoded meanwhile (Agent.PrefillHistory does that). It runs in its
+	// own goroutine, one call at a time in the order the images arrived, and the loop waits for it before the
+	// step's next request. Setting it (or PrefillToolImages) also makes each tool result's images follow that
+	// result in the prompt rather than the whole run of results, which strict OpenAI servers refuse: it is for
+	// llama-server.
+	OnImagesReady func(ctx context.Context, history []Message)
+	// PrefillToolImages makes the loop call Agent.PrefillHistory itself where OnImagesReady would be called,
+	// when OnImagesReady is nil.
+	PrefillToolImages bool
 }
 
 // Agent runs the loop. It holds no per-run state, so one Agent may serve several runs at once.
@@ -143,7 +153,7 @@ func (a *Agent) Run(ctx context.Context, history []Message, user Message, emit f
 			emit(f)
 			return f
 		}
-		results, runs := a.runCalls(ctx, step, asst, perr, emit)
+		results, runs := a.runCalls(ctx, step, msgs, asst, perr, emit)
 		stepMsgs = append(stepMsgs, results...)
 		msgs = append(msgs, results...)
 		emit(StepFinished{Step: step, Messages: stepMsgs, Runs: runs})
@@ -314,8 +324,11 @@ func (a *Agent) toolSet() *toolcall.ToolSet {
 	return ts
 }
 
-// runCalls executes the turn's calls (or explains why not) and returns the result messages in call order.
-func (a *Agent) runCalls(ctx context.Context, step int, asst Message, perr []string, emit func(Event)) ([]Message, []ToolRun) {
+// runCalls executes the turn's calls (or explains why not) and returns the result messages: in call order when
+// the calls run one after another, in the order they finish when they run in parallel, so that a fast tool's
+// images come before the results still outstanding and can be prefilled while those run. msgs is the conversation
+// up to and including asst.
+func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Message, perr []string, emit func(Event)) ([]Message, []ToolRun) {
 	results := make([]Message, len(asst.ToolCalls))
 	runs := make([]ToolRun, len(asst.ToolCalls))
 	refuse := ""
@@ -340,12 +353,38 @@ func (a *Agent) runCalls(ctx context.Context, step int, asst Message, perr []str
 		runs[i] = ToolRun{Call: c, Result: res, Duration: d}
 	}
 	if a.parallel(asst.ToolCalls) && refuse == "" {
-		var wg sync.WaitGroup
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			finished []int
+			ahead    lookahead
+		)
 		for i := range asst.ToolCalls {
 			wg.Add(1)
-			go func() { defer wg.Done(); exec(i) }()
+			go func() {
+				defer wg.Done()
+				exec(i)
+				mu.Lock()
+				defer mu.Unlock()
+				finished = append(finished, i)
+				if len(results[i].Images) > 0 && len(finished) < len(asst.ToolCalls) &&
+					(a.cfg.OnImagesReady != nil || a.cfg.PrefillToolImages) {
+					so := append([]Message(nil), msgs...)
+					for _, j := range finished {
+						so = append(so, results[j])
+					}
+					ahead.run(func() { a.imagesReady(ctx, so) })
+				}
+			}()
 		}
 		wg.Wait()
+		ahead.wait()
+		ordered := make([]Message, len(finished))
+		orderedRuns := make([]ToolRun, len(finished))
+		for k, i := range finished {
+			ordered[k], orderedRuns[k] = results[i], runs[i]
+		}
+		results, runs = ordered, orderedRuns
 	} else {
 		for i := range asst.ToolCalls {
 			if ctx.Err() != nil {
@@ -365,6 +404,43 @@ func (a *Agent) runCalls(ctx context.Context, step int, asst Message, perr []str
 	}
 	return results, runs
 }
+
+// imagesReady hands the conversation so far to the configured lookahead.
+func (a *Agent) imagesReady(ctx context.Context, history []Message) {
+	switch {
+	case a.cfg.OnImagesReady != nil:
+		a.cfg.OnImagesReady(ctx, history)
+	case a.cfg.PrefillToolImages:
+		if _, err := a.PrefillHistory(ctx, history); err != nil {
+			// A failed prefill costs nothing but the time it would have saved: the next request encodes the
+			// images itself.
+			a.cfg.Logger.Warn("prefill tool images", "err", err)
+		}
+	}
+}
+
+// lookahead runs prefills one at a time, in the order they were started, off the caller's goroutine: each
+// extends the prefix the previous one left in the server's cache.
+type lookahead struct {
+	last chan struct{}
+	all  sync.WaitGroup
+}
+
+func (l *lookahead) run(f func()) {
+	prev, done := l.last, make(chan struct{})
+	l.last = done
+	l.all.Add(1)
+	go func() {
+		defer l.all.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		f()
+	}()
+}
+
+func (l *lookahead) wait() { l.all.Wait() }
 
 func (a *Agent) parallel(calls []Call) bool {
 	if len(calls) < 2 {

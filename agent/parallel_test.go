@@ -69,7 +69,7 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 			var mu sync.Mutex
 			running, maxRunning := 0, 0
 			var order []string
-			mk := func(name string) tools.Tool {
+			mk := func(name string, d time.Duration) tools.Tool {
 				opts := []tools.Option{}
 				if parallel {
 					opts = append(opts, tools.Parallel())
@@ -79,7 +79,7 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 					running++
 					maxRunning = max(maxRunning, running)
 					mu.Unlock()
-					time.Sleep(150 * time.Millisecond)
+					time.Sleep(d)
 					mu.Lock()
 					running--
 					order = append(order, name)
@@ -88,8 +88,9 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 				}, opts...)
 			}
 			reg := tools.NewRegistry()
-			register(t, reg, mk("slow_a"))
-			register(t, reg, mk("slow_b"))
+			// slow_b finishes first when both run at once.
+			register(t, reg, mk("slow_a", 250*time.Millisecond))
+			register(t, reg, mk("slow_b", 50*time.Millisecond))
 			a, err := agent.New(agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg, ParallelToolCalls: true})
 			if err != nil {
 				t.Fatal(err)
@@ -122,7 +123,8 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 			if !parallel && strings.Join(order, ",") != "slow_a,slow_b" {
 				t.Fatalf("sequential order %v", order)
 			}
-			// The second request answers both calls in call order, each with its id.
+			// The second request answers both calls, each with its id: in call order when they ran one after
+			// another, in the order they finished when they ran in parallel.
 			var msgs []struct {
 				Role       string `json:"role"`
 				ToolCallID string `json:"tool_call_id"`
@@ -131,8 +133,12 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 			if err := json.Unmarshal(fake.requests[1]["messages"], &msgs); err != nil {
 				t.Fatal(err)
 			}
-			if len(msgs) != 4 || msgs[2].ToolCallID != "A" || msgs[3].ToolCallID != "B" ||
-				msgs[2].Content != "slow_a saw x" || msgs[3].Content != "slow_b saw y" {
+			first, second := 2, 3
+			if parallel {
+				first, second = 3, 2
+			}
+			if len(msgs) != 4 || msgs[first].ToolCallID != "A" || msgs[second].ToolCallID != "B" ||
+				msgs[first].Content != "slow_a saw x" || msgs[second].Content != "slow_b saw y" {
 				t.Fatalf("second request messages %+v", msgs)
 			}
 			if string(fake.requests[0]["parallel_tool_calls"]) != "true" {

@@ -16,7 +16,7 @@ import (
 	"github.com/visorhq/visor/tools"
 )
 
-func testPNG(t *testing.T, seed uint8) []byte {
+func testPNG(t testing.TB, seed uint8) []byte {
 	t.Helper()
 	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
 	for y := 0; y < 16; y++ {

@@ -117,10 +117,26 @@ func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
 }
 
 func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMessage {
+	// With tool-image lookahead on (a llama-server feature) each result's images follow that result at once,
+	// before the results after it: the loop appends parallel results in the order they finish, so an image a fast
+	// tool returned is then a prefix of the next request while slower tools still run, and can be prefilled
+	// (Agent.PrefillHistory). Otherwise the images of the whole run follow it, because strict OpenAI-compatible
+	// servers want the tool messages of one turn adjacent.
+	split := a.cfg.OnImagesReady != nil || a.cfg.PrefillToolImages
 	var out []openai.ChatCompletionMessage
 	var images []tools.Image
 	var captions []string
 	var body strings.Builder
+	flush := func() {
+		switch {
+		case raw && (body.Len() > 0 || len(images) > 0):
+			out = append(out, userLike("user", body.String(), images))
+		case !raw && len(images) > 0:
+			out = append(out, userLike("user", "Images returned by the tools above: "+strings.Join(captions, "; "), images))
+		}
+		body.Reset()
+		images, captions = nil, nil
+	}
 	for _, m := range run {
 		if raw {
 			body.WriteString(prompts.ToolResponse(promptFormat(a.cfg.Format), m.ToolName, m.Content))
@@ -131,14 +147,12 @@ func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMess
 		if len(m.Images) > 0 {
 			images = append(images, m.Images...)
 			captions = append(captions, fmt.Sprintf("%d image(s) from %s (call %s)", len(m.Images), m.ToolName, m.ToolCallID))
+			if split {
+				flush()
+			}
 		}
 	}
-	switch {
-	case raw:
-		out = append(out, userLike("user", body.String(), images))
-	case len(images) > 0:
-		out = append(out, userLike("user", "Images returned by the tools above: "+strings.Join(captions, "; "), images))
-	}
+	flush()
 	return out
 }
 
@@ -146,14 +160,15 @@ func userLike(role, content string, images []tools.Image) openai.ChatCompletionM
 	if len(images) == 0 {
 		return openai.ChatCompletionMessage{Role: role, Content: content}
 	}
-	// Images go before the text: a prefill of the images alone (Agent.Prefill) is then a prefix of this message.
+	// Images go first and a newline always follows them, then the text: a prefill of the images (Agent.Prefill)
+	// ends at that newline, which is where this message continues whatever its text. Leading whitespace of the
+	// text is dropped because tokenizers merge it with the newline, which would move the token boundary.
 	parts := []openai.ChatMessagePart{}
 	for _, im := range images {
 		parts = append(parts, engine.ImagePart(im.MIME, im.Data))
 	}
-	if content != "" {
-		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: content})
-	}
+	parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText,
+		Text: "\n" + strings.TrimLeft(content, " \t\r\n")})
 	return openai.ChatCompletionMessage{Role: role, MultiContent: parts}
 }
 

@@ -91,3 +91,25 @@ func Tiny(t testing.TB, vision bool, cfg llamacpp.Config) *llamacpp.Server {
 	}
 	return Start(t, cfg)
 }
+
+// TinyHybrid starts a server on visor's generated hybrid chat model (architecture qwen35: Gated DeltaNet layers
+// and one full-attention layer), which answers exactly as Tiny's model does but keeps a recurrent state the server
+// cannot cut back, as Qwen3.5/3.6 do. With vision it loads a projector built with opt.
+func TinyHybrid(t testing.TB, vision bool, opt testmodel.ProjectorOptions, cfg llamacpp.Config) *llamacpp.Server {
+	t.Helper()
+	chat, proj, err := testmodel.HybridFiles(t.TempDir(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model = chat
+	if vision {
+		cfg.MMProj = proj
+	}
+	if cfg.Ctx == 0 {
+		cfg.Ctx = 4096
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 1
+	}
+	return Start(t, cfg)
+}

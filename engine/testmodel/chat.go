@@ -196,18 +196,100 @@ func tokenClasses(rules []rule) ([]int, error) {
 	return class, nil
 }
 
-// chatModel returns the metadata and tensors of the chat model.
-func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
+// chatWiring is the architecture-independent part of the chat model: the vocabulary, the one-hot embeddings, the
+// logit table and the three feature heads. Each architecture wires the heads into its own attention layout.
+type chatWiring struct {
+	tokens []string
+	types  []int32
+	class  []int
+	nClass int
+	embd   []float32 // [VocabSize][ChatEmbeddingLength]
+	output []float32 // [VocabSize][ChatEmbeddingLength]
+	heads  []featureHead
+}
+
+// featureHead is one attention head that finds marked tokens in the context and writes what it reads into dim.
+type featureHead struct {
+	tokens []markedToken
+	dim    int
+}
+
+type markedToken struct {
+	token int
+	value float32 // the v entry: 1/√d, so the value read is exactly ±1 after the √d-scaled input norm
+}
+
+// tokenizerKV is the tokenizer and template metadata both architectures share.
+func (w chatWiring) tokenizerKV() []gguf.KV {
+	return []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.pre", Value: "default"},
+		{Key: "tokenizer.ggml.tokens", Value: w.tokens},
+		{Key: "tokenizer.ggml.token_type", Value: w.types},
+		// No merges: every byte stays its own token, so a text's tokens are its bytes and counts are predictable.
+		{Key: "tokenizer.ggml.merges", Value: []string{}},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(TokenEndOfText)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(TokenIMEnd)},
+		{Key: "tokenizer.ggml.padding_token_id", Value: uint32(TokenEndOfText)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: false},
+		{Key: "tokenizer.chat_template", Value: ChatTemplate},
+	}
+}
+
+func newChatWiring() (chatWiring, error) {
 	rules := preferenceTable()
 	if len(rules) > imageDimLow {
-		return nil, nil, fmt.Errorf("testmodel: %d preference classes do not fit one-hot beside the features in n_embd %d",
+		return chatWiring{}, fmt.Errorf("testmodel: %d preference classes do not fit one-hot beside the features in n_embd %d",
 			len(rules), ChatEmbeddingLength)
 	}
 	class, err := tokenClasses(rules)
 	if err != nil {
-		return nil, nil, err
+		return chatWiring{}, err
 	}
 	texts, types := vocabulary()
+
+	const d = ChatEmbeddingLength
+	// One-hot embeddings: token t's row is the unit vector of its class.
+	embd := make([]float32, VocabSize*d)
+	for t := range VocabSize {
+		embd[t*d+class[t]] = 1
+	}
+
+	// After the final RMS norm the hidden state is ≈ √d·(e_class + f_tools·e_tools + f_result·e_result)/s with
+	// s = √(1 + f²…) ≤ 1.07, so output.weight's column for a class is its logit row divided by √d, and a feature
+	// column adds featureBoost to <tool_call> per unit of featureOut.
+	scale := float32(1 / math.Sqrt(float64(d)))
+	logits := chatLogits(rules)
+	output := make([]float32, VocabSize*d)
+	for t := range VocabSize {
+		for c := range rules {
+			output[t*d+c] = logits[c][t] * scale
+		}
+	}
+	output[TokenToolCall*d+featTools] = featureBoost * scale / featureOut
+	output[TokenToolCall*d+featResult] = -featureBoost * scale / featureOut
+	output[TokenToolCall*d+featOpen] = -openPenalty * scale / featureOut
+	output[TokenCallBody*d+featOpen] = callBodyBoost * scale / featureOut
+
+	// v entry: the normed input is √d on its class, so a marked token's value is exactly 1 (−1 for </tool_call>
+	// in the open head).
+	featureValue := scale
+	// Head 2 keys on both <tool_call> and </tool_call> with values +1 and −1, so it reads their balance.
+	heads := []featureHead{
+		{[]markedToken{{TokenToolCall, featureValue}}, featTools},
+		{[]markedToken{{TokenToolResponse, featureValue}}, featResult},
+		{[]markedToken{{TokenToolCall, featureValue}, {TokenToolCallEnd, -featureValue}}, featOpen},
+	}
+	return chatWiring{tokens: texts, types: types, class: class, nClass: len(rules), embd: embd, output: output,
+		heads: heads}, nil
+}
+
+// chatModel returns the metadata and tensors of the chat model.
+func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
+	w, err := newChatWiring()
+	if err != nil {
+		return nil, nil, err
+	}
 	kv := []gguf.KV{
 		{Key: "general.architecture", Value: "llama"},
 		{Key: "general.name", Value: "visor tiny-bigram"},
@@ -222,45 +304,10 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 		{Key: "llama.rope.dimension_count", Value: uint32(chatHeadDim)},
 		{Key: "llama.rope.freq_base", Value: float32(chatRopeBase)},
 		{Key: "llama.vocab_size", Value: uint32(VocabSize)},
-		{Key: "tokenizer.ggml.model", Value: "gpt2"},
-		{Key: "tokenizer.ggml.pre", Value: "default"},
-		{Key: "tokenizer.ggml.tokens", Value: texts},
-		{Key: "tokenizer.ggml.token_type", Value: types},
-		// No merges: every byte stays its own token, so a text's tokens are its bytes and counts are predictable.
-		{Key: "tokenizer.ggml.merges", Value: []string{}},
-		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(TokenEndOfText)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(TokenIMEnd)},
-		{Key: "tokenizer.ggml.padding_token_id", Value: uint32(TokenEndOfText)},
-		{Key: "tokenizer.ggml.add_bos_token", Value: false},
-		{Key: "tokenizer.chat_template", Value: ChatTemplate},
 	}
+	kv = append(kv, w.tokenizerKV()...)
 
 	const d = ChatEmbeddingLength
-	// One-hot embeddings: token t's row is the unit vector of its class.
-	embd := make([]float32, VocabSize*d)
-	for t := range VocabSize {
-		embd[t*d+class[t]] = 1
-	}
-
-	// After the final RMS norm the hidden state is ≈ √d·(e_class + f_tools·e_tools + f_result·e_result)/s with
-	// s = √(1 + f²…) ≤ 1.07, so output.weight's column for a class is its logit row divided by √d, and a feature
-	// column adds featureBoost to <tool_call> per unit of featureOut.
-	scale := float32(1 / math.Sqrt(float64(d)))
-	// v entry: the normed input is √d on its class, so a marked token's value is exactly 1 (−1 for </tool_call>
-	// in the open head).
-	featureValue := scale
-	logits := chatLogits(rules)
-	output := make([]float32, VocabSize*d)
-	for t := range VocabSize {
-		for c := range rules {
-			output[t*d+c] = logits[c][t] * scale
-		}
-	}
-	output[TokenToolCall*d+featTools] = featureBoost * scale / featureOut
-	output[TokenToolCall*d+featResult] = -featureBoost * scale / featureOut
-	output[TokenToolCall*d+featOpen] = -openPenalty * scale / featureOut
-	output[TokenCallBody*d+featOpen] = callBodyBoost * scale / featureOut
-
 	// Block 0, heads 0 and 1: every query has the same entry q on the last rotary pair; only <tool_call>
 	// (head 0) or <tool_response> (head 1) has a key there. A position that can see such a token puts all its
 	// attention on it and reads its value, 1; one that cannot spreads attention over values that are all 0.
@@ -269,28 +316,15 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	wk := make([]float32, d*d)
 	wv := make([]float32, d*d)
 	wo := make([]float32, d*d)
-	// Head 2 keys on both <tool_call> and </tool_call> with values +1 and −1, so it reads their balance.
-	type marked struct {
-		token int
-		value float32
-	}
-	heads := []struct {
-		tokens []marked
-		dim    int
-	}{
-		{[]marked{{TokenToolCall, featureValue}}, featTools},
-		{[]marked{{TokenToolResponse, featureValue}}, featResult},
-		{[]marked{{TokenToolCall, featureValue}, {TokenToolCallEnd, -featureValue}}, featOpen},
-	}
-	for h, head := range heads {
+	for h, head := range w.heads {
 		qk := h*chatHeadDim + rotaryDim // weights are [out][in]: row = output unit
 		val := h * chatHeadDim
-		for c := range rules {
+		for c := range w.nClass {
 			wq[qk*d+c] = featureScore
 		}
 		for _, m := range head.tokens {
-			wk[qk*d+class[m.token]] = featureScore
-			wv[val*d+class[m.token]] = m.value
+			wk[qk*d+w.class[m.token]] = featureScore
+			wv[val*d+w.class[m.token]] = m.value
 		}
 		wo[head.dim*d+val] = featureOut
 	}
@@ -299,38 +333,32 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 	for i := range ones {
 		ones[i] = 1
 	}
-	f32 := func(name string, data []float32, shape ...uint64) gguf.Tensor {
-		return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32, Data: f32Bytes(data)}
-	}
-	zeros := func(name string, shape ...uint64) gguf.Tensor {
-		return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32} // nil data: written as zeros
-	}
 	tensors := []gguf.Tensor{
-		f32("token_embd.weight", embd, d, VocabSize),
-		f32("output_norm.weight", ones, d),
-		f32("output.weight", output, d, VocabSize),
+		f32Tensor("token_embd.weight", w.embd, d, VocabSize),
+		f32Tensor("output_norm.weight", ones, d),
+		f32Tensor("output.weight", w.output, d, VocabSize),
 	}
 	for b := range chatBlocks {
 		p := fmt.Sprintf("blk.%d.", b)
 		attn := []gguf.Tensor{
-			zeros(p+"attn_q.weight", d, d), zeros(p+"attn_k.weight", d, d),
-			zeros(p+"attn_v.weight", d, d), zeros(p+"attn_output.weight", d, d),
+			zeroTensor(p+"attn_q.weight", d, d), zeroTensor(p+"attn_k.weight", d, d),
+			zeroTensor(p+"attn_v.weight", d, d), zeroTensor(p+"attn_output.weight", d, d),
 		}
 		if b == 0 {
 			attn = []gguf.Tensor{
-				f32(p+"attn_q.weight", wq, d, d), f32(p+"attn_k.weight", wk, d, d),
-				f32(p+"attn_v.weight", wv, d, d), f32(p+"attn_output.weight", wo, d, d),
+				f32Tensor(p+"attn_q.weight", wq, d, d), f32Tensor(p+"attn_k.weight", wk, d, d),
+				f32Tensor(p+"attn_v.weight", wv, d, d), f32Tensor(p+"attn_output.weight", wo, d, d),
 			}
 		}
 		// ffn_down is zero, so no block's MLP adds anything: the residual stream is the embedding plus the two
 		// features and nothing else.
-		tensors = append(tensors, f32(p+"attn_norm.weight", ones, d))
+		tensors = append(tensors, f32Tensor(p+"attn_norm.weight", ones, d))
 		tensors = append(tensors, attn...)
 		tensors = append(tensors,
-			f32(p+"ffn_norm.weight", ones, d),
-			zeros(p+"ffn_gate.weight", d, chatFeedForward),
-			zeros(p+"ffn_up.weight", d, chatFeedForward),
-			zeros(p+"ffn_down.weight", chatFeedForward, d),
+			f32Tensor(p+"ffn_norm.weight", ones, d),
+			zeroTensor(p+"ffn_gate.weight", d, chatFeedForward),
+			zeroTensor(p+"ffn_up.weight", d, chatFeedForward),
+			zeroTensor(p+"ffn_down.weight", chatFeedForward, d),
 		)
 	}
 	return kv, tensors, nil

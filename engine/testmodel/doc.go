@@ -1,7 +1,8 @@
-// Package testmodel writes two tiny, deterministic GGUF models that make a real llama-server behave like a
-// tool-calling vision chat model: a hand-wired llama chat model ("tiny-bigram", 1.2 MB) and a CLIP/LLaVA vision
-// projector ("tiny-mmproj", 215 KB). They exist for tests and the demo: a full agent loop (call → result →
-// answer) against llama-server in milliseconds, on a CPU, with exact expected outputs.
+// Package testmodel writes tiny, deterministic GGUF models that make a real llama-server behave like a
+// tool-calling vision chat model: a hand-wired llama chat model ("tiny-bigram", 1.2 MB), the same model in the
+// hybrid Qwen3.5 layout ("tiny-hybrid", 2.2 MB, see below) and a CLIP/LLaVA vision projector ("tiny-mmproj",
+// 215 KB; SlowProjector makes one whose encode takes seconds). They exist for tests and the demo: a full agent
+// loop (call → result → answer) against llama-server in milliseconds, on a CPU, with exact expected outputs.
 //
 //	chat, projector, err := testmodel.Files(t.TempDir()) // ≈ 5 ms
 //	// llama-server -m chat --mmproj projector -c 4096 -np 1
@@ -114,6 +115,18 @@
 //     {".":"."}; a GBNF grammar root ::= "yes" | "no": "no".
 //   - An image (16×16 PNG as a data-URI image_url part) adds ProjectorOptions.ImageTokens() = 16 prompt tokens
 //     and the answer is still "Hi!".
+//
+// # Hybrid model
+//
+// WriteHybrid writes the chat model as general.architecture qwen35 (Qwen3.5/3.6 dense): 4 layers, layers 0–2
+// Gated DeltaNet (linear attention: conv 4, state 32, 2 key and 4 value heads) with zero output projections,
+// layer 3 full attention with Qwen3.5's q/gate projection, per-head q/k RMS norms and partial multimodal rotary
+// (16 of 32 dims, sections 3/3/2/0). Its vocabulary, template, embeddings, logit table and three feature heads
+// are the llama model's (wired into layer 3: the q/k norms fix the score at √32·4² ≈ 90, the zero gate halves the
+// output, which attn_output doubles back), so it answers exactly as the llama model does, tool calls included.
+// What differs is the server's memory: a recurrent state it can extend but not cut back, with context
+// checkpoints, as on the real Qwen3.5/3.6. A prompt that diverges from the cached one is reused only up to a
+// checkpoint, which is what makes prefilling ahead tricky there (see agent.Agent.Prefill).
 //
 // # Projector
 //

@@ -8,6 +8,7 @@ import (
 // File names Files writes.
 const (
 	ChatFileName      = "tiny-bigram.gguf"
+	HybridFileName    = "tiny-hybrid.gguf"
 	ProjectorFileName = "tiny-mmproj.gguf"
 )
 
@@ -20,6 +21,20 @@ func Files(dir string) (chat, projector string, err error) {
 		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
 	}
 	if err := WriteProjectorFile(projector, ProjectorOptions{}); err != nil {
+		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
+	}
+	return chat, projector, nil
+}
+
+// HybridFiles writes the hybrid (qwen35) chat model and the projector built with opt into dir and returns their
+// paths.
+func HybridFiles(dir string, opt ProjectorOptions) (chat, projector string, err error) {
+	chat = filepath.Join(dir, HybridFileName)
+	projector = filepath.Join(dir, ProjectorFileName)
+	if err := WriteHybridFile(chat); err != nil {
+		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
+	}
+	if err := WriteProjectorFile(projector, opt); err != nil {
 		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
 	}
 	return chat, projector, nil

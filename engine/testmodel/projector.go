@@ -38,6 +38,13 @@ type ProjectorOptions struct {
 	TextEmbeddingLength int
 }
 
+// SlowProjector is a projector whose one encode takes seconds on a CPU, a stand-in for a real vision encoder in
+// benchmarks of work done ahead of time: 448 px images in 14 px patches (1,024 image tokens, about a real 1080p
+// screenshot's count), width 512, 8 blocks (a 105 MB file). Measured with llama-server b11669 on the shared
+// 2-core machine: 1.9–3.8 s for a turn with one image against 0.09 s with it cached; the log (-lv 4) put the
+// encode alone at several seconds under load.
+var SlowProjector = ProjectorOptions{ImageSize: 448, PatchSize: 14, EmbeddingLength: 512, Blocks: 8, Heads: 8}
+
 // Default projector shape.
 const (
 	defaultImageSize = 32

@@ -36,9 +36,15 @@ func (s *server) log() string { return strings.Join(s.engine.LogTail(400), "\n")
 // stops the server with the test.
 func startServer(t *testing.T, opt testmodel.ProjectorOptions, args ...string) *server {
 	t.Helper()
+	return startModel(t, testmodel.WriteChatFile, opt, args...)
+}
+
+// startModel is startServer with the chat model written by write.
+func startModel(t *testing.T, write func(string) error, opt testmodel.ProjectorOptions, args ...string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	chat, proj := filepath.Join(dir, testmodel.ChatFileName), filepath.Join(dir, testmodel.ProjectorFileName)
-	if err := testmodel.WriteChatFile(chat); err != nil {
+	if err := write(chat); err != nil {
 		t.Fatal(err)
 	}
 	if err := testmodel.WriteProjectorFile(proj, opt); err != nil {
@@ -540,6 +546,42 @@ func TestServer(t *testing.T) {
 
 	t.Run("image", func(t *testing.T) { checkImage(t, s, testmodel.ProjectorOptions{}) })
 
+	if t.Failed() {
+		t.Logf("llama-server log:\n%s", s.log())
+	}
+}
+
+// TestHybridServer checks that llama-server loads the hybrid (qwen35) chat model as a hybrid model and that it
+// behaves as the llama one does: the answer, a call under a grammar, the answer after a result, a raw-mode call
+// and an image. (Its Gated DeltaNet layers make generation slower on a CPU, so not every case of TestServer
+// runs twice.)
+func TestHybridServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts llama-server")
+	}
+	s := startModel(t, testmodel.WriteHybridFile, testmodel.ProjectorOptions{})
+	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{user("hello")}, "max_tokens": 32}), testmodel.Answer)
+	wantCall(t, s.chat(t, map[string]any{"messages": []any{user("list the files")},
+		"tools": []any{listDirTool()}, "tool_choice": "required", "max_tokens": 128}), "list_dir", `{"path":"."}`)
+	wantAnswer(t, s.chat(t, map[string]any{"messages": listDirHistory("a.txt"), "tools": []any{listDirTool()},
+		"max_tokens": 128}), testmodel.Answer)
+	sys := map[string]any{"role": "system", "content": rawSystem}
+	wantAnswer(t, s.chat(t, map[string]any{"messages": []any{sys, user("list the files")}, "max_tokens": 128}), rawCall)
+	checkImage(t, s, testmodel.ProjectorOptions{})
+	// The server must keep a recurrent state it cannot cut back: a prompt that differs from the cached one near
+	// its end is not reused up to the difference, as an attention-only model's would be.
+	var tm struct {
+		Timings struct {
+			CacheN int `json:"cache_n"`
+		} `json:"timings"`
+	}
+	base := "hello there, this is a long message, number "
+	s.post(t, "/v1/chat/completions", map[string]any{"messages": []any{user(base + "one")}, "max_tokens": 4}, &tm)
+	s.post(t, "/v1/chat/completions", map[string]any{"messages": []any{user(base + "two")}, "max_tokens": 4}, &tm)
+	if shared := len("<|im_start|>user\n") - len("<|im_start|>") + 1 + len(base); tm.Timings.CacheN >= shared {
+		t.Errorf("the second prompt reused %d cached tokens of the %d it shares with the first: the model's "+
+			"memory is not recurrent", tm.Timings.CacheN, shared)
+	}
 	if t.Failed() {
 		t.Logf("llama-server log:\n%s", s.log())
 	}

@@ -19,6 +19,7 @@ import (
 const (
 	chatSHA256      = "02834f5be4077885d14a6e1beda2f4dff62f5fd52950ffaa051b1fa58ca648f6"
 	projectorSHA256 = "9fe5b9dfdf7f20800d2a4b708726af911d5eaea9caeddfb98501697b3f312831"
+	hybridSHA256    = "5c63d96e1f592fcdc3d2d1bfa08d66d6f11114f0db308a09ae364a6f2529c410"
 )
 
 func sha(b []byte) string {
@@ -60,8 +61,23 @@ func TestPinnedDigests(t *testing.T) {
 		t.Errorf("projector sha256 %s, pinned %s", got, projectorSHA256)
 	}
 
+	var hybrid bytes.Buffer
+	if err := WriteHybrid(&hybrid); err != nil {
+		t.Fatal(err)
+	}
+	if got := sha(hybrid.Bytes()); got != hybridSHA256 {
+		t.Errorf("hybrid model sha256 %s, pinned %s", got, hybridSHA256)
+	}
+
 	// The file variants (sparse writes) hold the same bytes.
 	dir := t.TempDir()
+	hybridPath := filepath.Join(dir, HybridFileName)
+	if err := WriteHybridFile(hybridPath); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(hybridPath); err != nil || !bytes.Equal(got, hybrid.Bytes()) {
+		t.Errorf("%s differs from the io.Writer variant (%v)", HybridFileName, err)
+	}
 	chatPath, projPath, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,18 @@ package testmodel
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/visorhq/visor/engine/gguf"
 )
+
+func f32Tensor(name string, data []float32, shape ...uint64) gguf.Tensor {
+	return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32, Data: f32Bytes(data)}
+}
+
+// zeroTensor is an F32 tensor of zeros (nil data is written as zeros).
+func zeroTensor(name string, shape ...uint64) gguf.Tensor {
+	return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32}
+}
 
 // f32Bytes encodes values as little-endian float32, the layout of an F32 tensor.
 func f32Bytes(values []float32) []byte {

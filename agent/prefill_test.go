@@ -1,0 +1,324 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/tools"
+)
+
+// tinyTokens counts the tokens of text for the tiny models: one per byte, one per special token.
+func tinyTokens(text string) int {
+	n := 0
+	for _, sp := range []string{"<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"} {
+		c := strings.Count(text, sp)
+		n += c
+		text = strings.ReplaceAll(text, sp, "")
+	}
+	return n + len(text)
+}
+
+// genPrompt is what the tiny models' template adds after the last message.
+const genPrompt = "<|im_end|>\n<|im_start|>assistant\n"
+
+// prefillSlack is how many tokens beyond the new text a request after a prefill may evaluate (the acceptance
+// line of issue 11).
+const prefillSlack = 8
+
+type tinyKind struct {
+	name  string
+	start func(t *testing.T) *llamacpp.Server
+	tools bool // the model calls tools (the sliding-window one only answers)
+}
+
+var tinyKinds = []tinyKind{
+	{"llama", func(t *testing.T) *llamacpp.Server { return enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1}) }, true},
+	{"hybrid", func(t *testing.T) *llamacpp.Server {
+		return enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{}, llamacpp.Config{Parallel: 1})
+	}, true},
+	{"swa", func(t *testing.T) *llamacpp.Server {
+		dir := t.TempDir()
+		_, proj, err := testmodel.Files(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chat := filepath.Join(dir, "tiny-swa.gguf")
+		if err := testmodel.WriteSWAFile(chat); err != nil {
+			t.Fatal(err)
+		}
+		return enginetest.Start(t, llamacpp.Config{Model: chat, MMProj: proj, Ctx: 4096, Parallel: 1})
+	}, false},
+}
+
+// TestPrefillLeavesOnlyTheNewText attaches an image to the second turn of a conversation ahead of the question,
+// then asks: the question's request must evaluate only its own text and the generation prompt, the image and
+// everything before it coming from llama-server's cache. On the hybrid model (Gated DeltaNet layers, whose state
+// the server cannot cut back) that holds only if the prefill ended exactly where the request continues; the
+// sliding-window model (gemma3, window 4) is there because its cache cannot be cut back beyond the window either
+// (b11669 keeps window + ubatch cells, so a short cut still works).
+func TestPrefillLeavesOnlyTheNewText(t *testing.T) {
+	for _, kind := range tinyKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			srv := kind.start(t)
+			ctx := context.Background()
+			a := newAgent(t, srv, tools.NewRegistry(), agent.Native)
+			first := agent.Message{Role: "user", Content: "hello"}
+			f := a.Run(ctx, nil, first, nil)
+			if f.Err != nil || f.Final.Content != testmodel.Answer {
+				t.Fatalf("first turn: %+v", f)
+			}
+			history := []agent.Message{first, f.Final}
+			im := []tools.Image{{MIME: "image/png", Data: testPNG(t, 7)}}
+			pre, err := a.Prefill(ctx, history, agent.Message{Role: "user", Images: im})
+			if err != nil || pre == nil || pre.PromptN == 0 {
+				t.Fatalf("prefill: %+v %v", pre, err)
+			}
+			question := "What is on screen?"
+			f = a.Run(ctx, history, agent.Message{Role: "user", Content: question, Images: im}, nil)
+			if f.Err != nil || f.Final.Timings == nil || f.Final.Content != testmodel.Answer {
+				t.Fatalf("question: %+v", f)
+			}
+			tm := f.Final.Timings
+			newText := tinyTokens(question + genPrompt)
+			t.Logf("prefill evaluated %d (cached %d); question: prompt_n %d, cache_n %d, new text %d tokens",
+				pre.PromptN, pre.CacheN, tm.PromptN, tm.CacheN, newText)
+			if tm.PromptN > newText+prefillSlack {
+				t.Errorf("the question's request evaluated %d tokens, want ≤ %d (its %d new text tokens + %d): the prefilled prefix was not reused",
+					tm.PromptN, newText+prefillSlack, newText, prefillSlack)
+			}
+			if prefilled := pre.PromptN + pre.CacheN; tm.CacheN < prefilled {
+				t.Errorf("the question's request reused %d cached tokens, want the %d the prefill left (image included)",
+					tm.CacheN, prefilled)
+			}
+		})
+	}
+}
+
+// twoCallProxy fronts a real llama-server and FAKES only the first chat turn's answer: it forwards that request
+// (so the server caches its prompt as it would have) but answers with two parallel tool calls, which the tiny
+// models cannot produce (they make one call per turn). Every other request, and every later turn, is the real
+// server's.
+type twoCallProxy struct {
+	real  *httputil.ReverseProxy
+	base  string
+	calls string // the scripted tool_calls delta
+	mu    sync.Mutex
+	turns int
+}
+
+func newTwoCallProxy(t testing.TB, base string, fast, slow string) *httptest.Server {
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := fmt.Sprintf(`{"tool_calls":[{"index":0,"id":"A","type":"function","function":{"name":%q,"arguments":"{}"}},`+
+		`{"index":1,"id":"B","type":"function","function":{"name":%q,"arguments":"{}"}}]}`, slow, fast)
+	p := &twoCallProxy{real: httputil.NewSingleHostReverseProxy(u), base: base, calls: calls}
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func (p *twoCallProxy) reset() {
+	p.mu.Lock()
+	p.turns = 0
+	p.mu.Unlock()
+}
+
+func (p *twoCallProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		p.real.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	p.turns++
+	turn := p.turns
+	p.mu.Unlock()
+	if turn > 1 {
+		p.real.ServeHTTP(w, r)
+		return
+	}
+	// The body goes on byte for byte but unstreamed and cut to one token: decoding and re-encoding it would
+	// reorder the tools' schema keys, and so the rendered prompt.
+	body, _ := io.ReadAll(r.Body)
+	fwd := `{"max_tokens":1,` + strings.TrimPrefix(strings.Replace(string(body), `"stream":true`, `"stream":false`, 1), "{")
+	resp, err := http.Post(p.base+"/v1/chat/completions", "application/json", strings.NewReader(fwd))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(delta, finish string) {
+		fmt.Fprintf(w, `data: {"choices":[{"finish_reason":%s,"index":0,"delta":%s}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`+"\n\n", finish, delta)
+	}
+	chunk(`{"role":"assistant","content":null}`, "null")
+	chunk(p.calls, "null")
+	chunk(`{}`, `"tool_calls"`)
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// toolStep is one agent run whose first step calls a slow tool and a fast one that returns a screenshot.
+type toolStep struct {
+	a        *agent.Agent
+	proxy    *twoCallProxy
+	release  chan struct{} // closed to let the slow tool return
+	prefills []*engine.Timings
+	mu       sync.Mutex
+}
+
+// newToolStep builds the agent. With lookahead the loop's OnImagesReady prefills the screenshot and then lets
+// the slow tool finish (so the test does not depend on timing); without, the slow tool waits for slow.
+func newToolStep(t testing.TB, srv *llamacpp.Server, shot func() []byte, lookahead bool, slow time.Duration) *toolStep {
+	s := &toolStep{}
+	hs := newTwoCallProxy(t, srv.URL(), "screenshot", "slow_scan")
+	s.proxy = hs.Config.Handler.(*twoCallProxy)
+	reg := tools.NewRegistry()
+	for _, tl := range []tools.Tool{
+		tools.New("screenshot", "Take a screenshot", func(ctx context.Context, in struct{}) (tools.Result, error) {
+			return tools.Result{Text: "screenshot taken", Images: []tools.Image{{MIME: "image/png", Data: shot()}}}, nil
+		}, tools.ReturnsImages(), tools.Parallel()),
+		tools.New("slow_scan", "Scan slowly", func(ctx context.Context, in struct{}) (string, error) {
+			var timeout <-chan time.Time
+			if slow > 0 {
+				timeout = time.After(slow)
+			}
+			select {
+			case <-s.release:
+			case <-timeout:
+			case <-ctx.Done():
+			}
+			return "scan complete", nil
+		}, tools.Parallel()),
+	} {
+		if err := reg.Register(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg, ParallelToolCalls: true, MaxSteps: 4}
+	if lookahead {
+		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message) {
+			tm, err := s.a.PrefillHistory(ctx, history)
+			if err != nil {
+				t.Errorf("prefill tool image: %v", err)
+			}
+			s.mu.Lock()
+			s.prefills = append(s.prefills, tm)
+			s.mu.Unlock()
+			if slow == 0 {
+				close(s.release)
+			}
+		}
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.a = a
+	return s
+}
+
+func (s *toolStep) run(t testing.TB, ctx context.Context, emit func(agent.Event)) agent.Finished {
+	s.proxy.reset()
+	s.release = make(chan struct{})
+	s.prefills = nil
+	f := s.a.Run(ctx, nil, agent.Message{Role: "user", Content: "go"}, emit)
+	if f.Err != nil || f.Final.Content != testmodel.Answer || f.Final.Timings == nil || f.Steps != 2 {
+		t.Fatalf("run: %+v", f)
+	}
+	return f
+}
+
+// TestPrefillToolImageWhileSlowerToolRuns: a step calls a slow tool and a screenshot tool in parallel; the
+// screenshot returns first and the loop prefills it while the slow tool still runs. The next request must then
+// evaluate only the slow tool's result and the generation prompt.
+func TestPrefillToolImageWhileSlowerToolRuns(t *testing.T) {
+	for _, kind := range tinyKinds {
+		if !kind.tools {
+			continue
+		}
+		t.Run(kind.name, func(t *testing.T) {
+			srv := kind.start(t)
+			s := newToolStep(t, srv, func() []byte { return testPNG(t, 33) }, true, 0)
+			f := s.run(t, context.Background(), nil)
+			if len(s.prefills) != 1 || s.prefills[0] == nil {
+				t.Fatalf("prefills %+v, want one", s.prefills)
+			}
+			pre, tm := s.prefills[0], f.Final.Timings
+			newText := tinyTokens("<|im_start|>user\n<tool_response>\nscan complete\n</tool_response>" + genPrompt)
+			t.Logf("prefill evaluated %d (cached %d); next request: prompt_n %d, cache_n %d, new text %d tokens",
+				pre.PromptN, pre.CacheN, tm.PromptN, tm.CacheN, newText)
+			if tm.PromptN > newText+prefillSlack {
+				t.Errorf("the request after the tools evaluated %d tokens, want ≤ %d (its %d new text tokens + %d)",
+					tm.PromptN, newText+prefillSlack, newText, prefillSlack)
+			}
+			if prefilled := pre.PromptN + pre.CacheN; tm.CacheN < prefilled {
+				t.Errorf("the request after the tools reused %d cached tokens, want the %d the prefill left (image included)",
+					tm.CacheN, prefilled)
+			}
+		})
+	}
+}
+
+// TestPrefillFallsBackToChatWithoutApplyTemplate: against a server that is not llama-server (no
+// /apply-template; a FAKE one here, since what matters is only which endpoints exist) Prefill still sends the
+// images, as a chat request with n_predict 0, and the tool-image lookahead reports ErrNoPrefill.
+func TestPrefillFallsBackToChatWithoutApplyTemplate(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	var nPredict string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		if r.URL.Path == "/v1/chat/completions" {
+			if i := strings.Index(string(body), `"n_predict":`); i >= 0 {
+				nPredict = string(body[i : i+13])
+			}
+		}
+		mu.Unlock()
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"length"}],`+
+			`"timings":{"prompt_n":40,"cache_n":0}}`)
+	}))
+	defer hs.Close()
+	a, err := agent.New(agent.Config{Model: engine.NewClient(hs.URL, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := []tools.Image{{MIME: "image/png", Data: testPNG(t, 3)}}
+	tm, err := a.Prefill(context.Background(), nil, agent.Message{Role: "user", Images: im})
+	if err != nil || tm == nil || tm.PromptN != 40 {
+		t.Fatalf("prefill: %+v %v", tm, err)
+	}
+	mu.Lock()
+	got, np := strings.Join(paths, " "), nPredict
+	mu.Unlock()
+	if got != "/apply-template /v1/chat/completions" || np != `"n_predict":0` {
+		t.Errorf("requests %q (%s), want /apply-template then a chat request with n_predict 0", got, np)
+	}
+	if _, err := a.PrefillHistory(context.Background(), []agent.Message{{Role: "user", Images: im}}); !errors.Is(err, agent.ErrNoPrefill) {
+		t.Errorf("PrefillHistory: %v, want ErrNoPrefill", err)
+	}
+}
