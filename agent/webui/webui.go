@@ -1,7 +1,9 @@
 // Package webui serves a browser chat with screenshots over a visor agent: paste or drop an image and the server
 // has the engine encode it at once (Agent.Prefill), while the question is still being typed; answers, tool calls
-// and tool results stream back as server-sent events from the agent's event stream. It listens on loopback only
-// and keeps sessions in memory's store when one is given. It does not build the agent or start the engine.
+// and tool results stream back as server-sent events from the agent's event stream. Every request passes
+// httpguard (loopback Host, same Origin, JSON or image bodies, the page's token; an API key off loopback), and
+// what a chat holds in memory is bounded (images per message and per chat, chats by count and idle time). It
+// keeps sessions in memory's store when one is given. It does not build the agent or start the engine.
 package webui
 
 import (
