@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/visorhq/visor/frontend/mcpserver"
+	"github.com/visorhq/visor/internal/httpguard"
 )
 
 const mcpUsage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
 
 Serves the agent as an MCP server with one tool, "ask" (prompt, images, session). Without --http it speaks
 MCP on stdin and stdout, as MCP clients expect of a command; with --http it serves streamable HTTP at
-http://ADDR/mcp on a loopback address only.
+http://ADDR/mcp, on a loopback address unless VISOR_SERVE_KEY is set (clients then send
+Authorization: Bearer KEY).
 `
 
 // cmdMCP runs `visor mcp serve`: the agent behind an MCP server, on stdio or streamable HTTP.
@@ -28,7 +31,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.SetOutput(stderr)
 	var t turn
 	t.register(fs)
-	httpAddr := fs.String("http", "", "serve streamable HTTP on this loopback address (127.0.0.1:PORT) instead of stdio")
+	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio: loopback "+
+		"(127.0.0.1:PORT), or any with "+serveKeyEnv+" set")
 	toolName := fs.String("tool-name", "ask", "name of the MCP tool that runs the agent")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -36,8 +40,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("mcp serve: unexpected argument %q: prompts come from the MCP client", fs.Arg(0))
 	}
+	key := os.Getenv(serveKeyEnv)
 	if *httpAddr != "" {
-		if err := mcpserver.CheckAddr(*httpAddr); err != nil {
+		if err := httpguard.CheckListen("MCP server", *httpAddr, key, serveKeyHint); err != nil {
 			return fmt.Errorf("--http: %w", err)
 		}
 	}
@@ -51,7 +56,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := a.ensureEngine(ctx); err != nil {
 		return err
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Sessions: a.svc, ToolName: *toolName, Logger: logger})
+	srv, err := mcpserver.New(mcpserver.Config{Sessions: a.svc, ToolName: *toolName, Logger: logger, APIKey: key,
+		KeyHint: serveKeyHint})
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,15 @@ import (
 )
 
 // ServeIO serves one client over newline-delimited JSON on r and w (stdin and stdout for `visor mcp serve`)
-// until the client closes r or ctx ends.
+// until the client closes r or ctx ends. Each line is checked before the SDK reads it: a malformed frame is
+// answered with a JSON-RPC error (-32700 or -32600) and the server goes on, where the SDK alone would stop.
 func (s *Server) ServeIO(ctx context.Context, r io.Reader, w io.Writer) error {
-	err := s.srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(r), Writer: nopWriteCloser{w}})
+	lw := &lockedWriter{w: w}
+	pr, pw := io.Pipe()
+	defer pr.Close() // unblocks the screen's next forward once the server has stopped
+	go func() { pw.CloseWithError(screenFrames(r, pw, lw, MaxFrameBytes)) }()
+	// The screen already bounds frames; the SDK's cap only has to let a full one through.
+	err := s.srv.Run(ctx, &sdk.IOTransport{Reader: pr, Writer: nopWriteCloser{lw}, MaxLineLength: MaxFrameBytes + 2})
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -26,18 +32,22 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// Handler serves the streamable HTTP transport. It keeps the SDK's DNS-rebinding protection: requests to a
-// loopback listener must name a loopback host.
+// Handler serves the streamable HTTP transport behind httpguard: without an API key only requests addressed to
+// a loopback name are served (DNS rebinding), a browser page of another origin is refused (the MCP spec says
+// servers MUST check Origin), bodies must be JSON, and a body may carry up to MaxFrameBytes, room for an image
+// of the documented 20 MiB limit.
 func (s *Server) Handler() http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: s.logger})
+	return s.guard.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
+		&sdk.StreamableHTTPOptions{Logger: s.logger, MaxRequestBodyBytes: MaxFrameBytes,
+			// The guard checks Host (for every listener, not only loopback ones) with a message that says what to do.
+			DisableLocalhostProtection: true}))
 }
 
 // ListenAndServe serves streamable HTTP at http://ADDR/mcp until ctx ends. addr must be a loopback address
-// (127.0.0.1:PORT, [::1]:PORT or localhost:PORT; port 0 picks a free one): the agent behind it can run tools on
-// this machine, so it is never offered to the network. ready, if set, gets the endpoint URL once listening.
+// (127.0.0.1:PORT, [::1]:PORT or localhost:PORT; port 0 picks a free one) unless Config.APIKey is set: the
+// agent behind it can run tools on this machine. ready, if set, gets the endpoint URL once listening.
 func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(url string)) error {
-	if err := CheckAddr(addr); err != nil {
+	if err := s.guard.CheckAddr(addr); err != nil {
 		return err
 	}
 	var lc net.ListenConfig
@@ -65,20 +75,6 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(url
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		_ = hs.Close()
-	}
-	return nil
-}
-
-// CheckAddr reports whether addr is a loopback host:port that ListenAndServe accepts, so a command can refuse a
-// bad address before it loads a model.
-func CheckAddr(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("MCP address %q: %w (want 127.0.0.1:PORT)", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("MCP address %q is not loopback: visor serves MCP on 127.0.0.1 only, because the agent "+
-			"can run tools on this machine; use 127.0.0.1:PORT", addr)
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package mcpserver exposes a visor agent as a Model Context Protocol server with one tool (default "ask"):
 // another agent or editor sends a prompt, optionally with images and a session to continue, and gets the
 // agent's final answer; tool calls are reported as MCP progress notifications while the run goes on. It serves
-// over stdio or streamable HTTP on a loopback address.
+// over stdio (a malformed frame is answered with a JSON-RPC error, not fatal) or streamable HTTP behind
+// httpguard (loopback only unless an API key is set).
 //
 // It does not build the agent, start the engine or choose tools: the caller passes a Runner (an *agent.Agent).
 // Calling other MCP servers' tools is tools/mcp's job.
@@ -17,9 +18,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/internal/httpguard"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 )
@@ -35,6 +38,11 @@ type Config struct {
 	// Name and Version identify the server to clients; defaults "visor" and "dev".
 	Name, Version string
 	Logger        *slog.Logger
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on every HTTP request and lets
+	// ListenAndServe use a non-loopback address; KeyHint says how the user sets it, for the error without one.
+	APIKey, KeyHint string
+	// AllowedHosts and AllowedOrigins extend HTTP's loopback-only Host and same-origin checks (see httpguard).
+	AllowedHosts, AllowedOrigins []string
 }
 
 // AskInput is the tool's input; its tags give the schema clients see.
@@ -66,6 +74,7 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	srv    *sdk.Server
+	guard  *httpguard.Guard
 }
 
 // New builds the server and registers its tool.
@@ -93,12 +102,37 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger}
+	guard, err := httpguard.New(httpguard.Config{Name: "MCP server", APIKey: cfg.APIKey, KeyHint: cfg.KeyHint,
+		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, MaxBodyBytes: MaxFrameBytes})
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	s := &Server{cfg: cfg, logger: cfg.Logger, guard: guard}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	schema, err := askSchema()
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{Logger: s.logger})
-	sdk.AddTool(s.srv, &sdk.Tool{Name: cfg.ToolName, Description: cfg.Description}, s.ask)
+	sdk.AddTool(s.srv, &sdk.Tool{Name: cfg.ToolName, Description: cfg.Description, InputSchema: schema}, s.ask)
+	return s, nil
+}
+
+// askSchema is AskInput's inferred schema with "images" as a plain array. Inference makes an omitempty slice
+// {"type": ["null", "array"]}, which clients that pick a value's type from the schema (the MCP Inspector CLI
+// among them) cannot handle, so they send the images as a string. Leaving "images" out already means none.
+func askSchema() (*jsonschema.Schema, error) {
+	s, err := jsonschema.For[AskInput](nil)
+	if err != nil {
+		return nil, fmt.Errorf("ask input schema: %w", err)
+	}
+	im := s.Properties["images"]
+	if im == nil {
+		return nil, errors.New(`ask input schema has no "images"`)
+	}
+	im.Type, im.Types = "array", nil
 	return s, nil
 }
 

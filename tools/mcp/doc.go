@@ -5,6 +5,6 @@
 // on the next call, and registries the tools were registered into follow the server's tool list changes.
 // ParseServer reads the command-line form NAME=COMMAND ARGS… or NAME=URL.
 //
-// It does not expose visor itself over MCP (agent/mcpserver does), and it ignores resources, prompts,
+// It does not expose visor itself over MCP (frontend/mcpserver does), and it ignores resources, prompts,
 // sampling and elicitation: visor's agent only calls tools.
 package mcp

@@ -1,0 +1,140 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/visorhq/visor/internal/httpguard"
+)
+
+// MaxFrameBytes bounds one stdio frame (one line): the same bound as an HTTP body, which carries an image of the
+// documented 20 MiB limit in base64 with room for the prompt.
+const MaxFrameBytes = httpguard.MaxBodyBytes
+
+// JSON-RPC 2.0 error codes for frames that never reach the SDK.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+)
+
+// screenFrames reads newline-delimited frames from r and passes each well-formed JSON-RPC 2.0 message, one per
+// line, to forward. A frame the SDK would stop on (not JSON, a NUL byte, a wrong "jsonrpc", a batch, more than
+// max bytes) is answered on reply with a JSON-RPC error instead, and reading goes on: one bad line from a client
+// must not end the server. It returns nil at the end of r, or the first read or write error.
+func screenFrames(r io.Reader, forward, reply io.Writer, max int) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, tooLong, err := readLine(br, max)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(bytes.TrimSpace(line)) > 0 || tooLong {
+			if resp := checkFrame(n, line, tooLong, max); resp != nil {
+				if _, werr := reply.Write(resp); werr != nil {
+					return werr
+				}
+			} else if _, werr := forward.Write(append(line, '\n')); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			return nil // io.EOF
+		}
+	}
+}
+
+// readLine returns the next line without its line ending. A line longer than max is read to its end and
+// dropped, reported as tooLong, so memory stays bounded whatever the client sends.
+func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+2 { // +2: the line ending is not part of the frame
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimRight(line, "\r\n"), tooLong, err
+	}
+}
+
+// checkFrame returns the error response for a frame the SDK must not see, or nil for a good one.
+func checkFrame(n int, line []byte, tooLong bool, max int) []byte {
+	if tooLong {
+		return errorResponse(nil, codeInvalidRequest, fmt.Sprintf("frame %d is longer than %d bytes (%d MiB), the most "+
+			"this server reads: send images of at most 20 MiB each, fewer per call", n, max, max>>20))
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber() // an id must come back exactly as sent, however many digits it has
+	err := dec.Decode(&v)
+	if err == nil && len(bytes.TrimSpace(line[dec.InputOffset():])) > 0 {
+		err = errors.New("more follows the first JSON value")
+	}
+	if err != nil {
+		return errorResponse(nil, codeParseError, fmt.Sprintf("parse error: frame %d is not valid JSON (%v): send one "+
+			"JSON-RPC 2.0 object per line, with no raw control characters such as NUL", n, err))
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		what := fmt.Sprintf("a JSON %T", v)
+		if _, batch := v.([]any); batch {
+			return errorResponse(nil, codeInvalidRequest, fmt.Sprintf("frame %d is a batch (a JSON array): this server "+
+				"takes one message per line, as MCP does since 2025-06-18", n))
+		}
+		return errorResponse(nil, codeInvalidRequest, fmt.Sprintf("frame %d is %s, not a JSON-RPC request object", n, what))
+	}
+	id := obj["id"]
+	switch id.(type) {
+	case string, json.Number:
+	default:
+		id = nil
+	}
+	if obj["jsonrpc"] != "2.0" {
+		return errorResponse(id, codeInvalidRequest, fmt.Sprintf(`frame %d has "jsonrpc": %s: set "jsonrpc": "2.0"`, n,
+			jsonText(obj["jsonrpc"])))
+	}
+	// The SDK's own decoder has the last word: what it refuses would end the connection.
+	if _, err := jsonrpc.DecodeMessage(line); err != nil {
+		return errorResponse(id, codeInvalidRequest, fmt.Sprintf("frame %d is not a valid JSON-RPC 2.0 message (%v): a "+
+			`request needs "method" (and "id" unless it is a notification), a response needs "id"`, n, err))
+	}
+	return nil
+}
+
+func jsonText(v any) string {
+	if v == nil {
+		return "missing"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func errorResponse(id any, code int, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	return append(b, '\n')
+}
+
+// lockedWriter keeps whole frames whole: the SDK writes each message in one Write, and so do error replies,
+// but the two come from different goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
