@@ -14,4 +14,13 @@
 // workspace root, plus fetch_url and run_shell, which exist only when BuiltinConfig enables them.
 // session_search, over the memory package's full-text index, will be added by the memory work; it belongs
 // in memory (or a small subpackage here) so that tools keeps no dependency on SQLite.
+//
+// Every argument from the model is untrusted. The file tools open only regular files and never in a way that
+// can block (internal/safefile); they refuse to read a file with more than one hard link, since os.Root confines
+// names and not inodes (a write replaces the name with a new inode, so it never reaches another link); and
+// write_file refuses protected paths (protected.go: VCS metadata, git hooks, editor and shell configuration,
+// which run programs at the user's next git status, commit or shell) unless BuiltinConfig.AllowProtected
+// names them. run_shell's rule (names only, PATH without the workspace, launchers only on purpose, no options
+// that run programs, path arguments confined, a clean environment) is stated in shell_policy.go. fetch_url
+// refuses every non-public address, including the IPv6 forms that carry a private IPv4 one.
 package tools

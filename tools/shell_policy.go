@@ -321,7 +321,8 @@ func checkShellNames(shell, launchersAllowed []string) error {
 	for _, n := range shell {
 		if why, ok := launchers[n]; ok && !slices.Contains(launchersAllowed, n) {
 			return fmt.Errorf("run_shell: %s %s, so allowing it allows every program; remove it, or allow it on "+
-				"purpose as a launcher (--allow-shell-launcher %s, or allow_shell_launchers in an agent file)", n, why, n)
+				"purpose as a launcher too (--allow-shell-launcher %s on the command line, allow_shell_launchers: [%s] "+
+				"in an agent file)", n, why, n, n)
 		}
 	}
 	return nil

@@ -34,6 +34,18 @@ temperature: 0.2
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Load checks what the file names on disk.
+	for _, f := range []string{"models/m.gguf", "models/p.gguf"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("GGUF"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(filepath.Dir(dir), "repo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s, err := agentfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -50,18 +62,39 @@ temperature: 0.2
 
 func TestInvalidFilesNameTheProblem(t *testing.T) {
 	cases := []struct{ name, src, want string }{
-		{"unknown key with line", "name: a\nmodel: {endpoint: http://x}\nmax_stpes: 3\n", "line 3: field max_stpes not found"},
+		{"unknown key with line", "name: a\nmodel: {endpoint: http://x}\nmax_stpes: 3\n", "a.yaml:3: unknown key max_stpes: did you mean max_steps?"},
+		{"unknown nested key", "name: a\nmodel:\n  endpoint: http://x\n  colour: red\n", "a.yaml:4: unknown key colour: use one of path, mmproj"},
 		{"no name", "model: {endpoint: http://x}\n", "name is missing"},
 		{"bad name", "name: 'my agent'\nmodel: {endpoint: http://x}\n", "letters, digits"},
 		{"no model", "name: a\n", "give `path: model.gguf`"},
 		{"both", "name: a\nmodel: {path: m.gguf, endpoint: http://x}\n", "keep one"},
 		{"endpoint with ctx", "name: a\nmodel: {endpoint: http://x, ctx: 4096}\n", "no effect"},
 		{"bad tool mode", "name: a\nmodel: {endpoint: http://x}\ntool_mode: magic\n", "tool_mode \"magic\": use one of"},
-		{"bad temperature", "name: a\nmodel: {endpoint: http://x}\ntemperature: 9\n", "from 0 to 2"},
+		{"bad temperature", "name: a\nmodel: {endpoint: http://x}\ntemperature: 9\n", "a.yaml:3: temperature 9: use a number from 0 to 2"},
 		{"mcp without transport", "name: a\nmodel: {endpoint: http://x}\nmcp: [{name: fs}]\n", "command:"},
 		{"mcp twice", "name: a\nmodel: {endpoint: http://x}\nmcp: [{name: fs, url: http://a}, {name: fs, url: http://b}]\n", "used twice"},
 		{"api key env empty", "name: a\nmodel: {endpoint: http://x, api_key_env: VISOR_TEST_SURELY_UNSET}\n", "export it"},
-		{"wrong type", "name: a\nmodel: {endpoint: http://x}\nmax_steps: many\n", "line 3"},
+		{"wrong type", "name: a\nmodel: {endpoint: http://x}\nmax_steps: many\n", "a.yaml:3: max_steps is `many`: write a whole number"},
+		{"list for a string", "name: a\nmodel: {endpoint: http://x}\nsystem: [a, b]\n", "a.yaml:3: system is a list: write text"},
+		{"empty", "", "a.yaml is empty: an agent file needs at least `name: my-agent`"},
+		{"only comments", "# nothing yet\n\n", "is empty"},
+		{"bare document marker", "---\n", "is empty"},
+		{"second document", "name: a\nmodel: {endpoint: http://x}\n---\nname: b\n", "a.yaml:3: a second YAML document starts here"},
+		{"second document broken", "name: a\nmodel: {endpoint: http://x}\n---\nname: [\n", "a.yaml:4:"},
+		{"temperature nan", "name: a\nmodel: {endpoint: http://x}\ntemperature: .nan\n", "a.yaml:3: temperature .nan: use a number from 0 to 2"},
+		{"temperature inf", "name: a\nmodel: {endpoint: http://x}\ntemperature: .inf\n", "a.yaml:3: temperature .inf: use a number from 0 to 2"},
+		{"temperature -inf", "name: a\nmodel: {endpoint: http://x}\ntemperature: -.Inf\n", "temperature -.Inf: use a number from 0 to 2"},
+		{"temperature negative", "name: a\nmodel: {endpoint: http://x}\ntemperature: -0.5\n", "a.yaml:3: temperature -0.5"},
+		{"max_steps zero", "name: a\nmodel: {endpoint: http://x}\nmax_steps: 0\n", "a.yaml:3: max_steps 0: the agent needs at least 1 step"},
+		{"max_steps negative", "name: a\nmodel: {endpoint: http://x}\nmax_steps: -1\n", "a.yaml:3: max_steps -1"},
+		{"max_tokens negative", "name: a\nmodel: {endpoint: http://x}\nmax_tokens: -5\n", "a.yaml:3: max_tokens -5 cannot be negative"},
+		{"ctx negative", "name: a\nmodel:\n  path: m.gguf\n  ctx: -1\n", "a.yaml:4: model.ctx -1 cannot be negative"},
+		{"parallel negative", "name: a\nmodel:\n  path: m.gguf\n  parallel: -2\n", "a.yaml:4: model.parallel -2 cannot be negative"},
+		{"endpoint without scheme", "name: a\nmodel:\n  endpoint: localhost:8080\n", "a.yaml:3: model.endpoint \"localhost:8080\": give the server's http:// or https:// URL"},
+		{"allow_shell path", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, /bin/cat]\n", `a.yaml:3: run_shell: "/bin/cat" is a path, not a program name: allow "cat" instead`},
+		{"allow_shell launcher", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, env]\n", "a.yaml:3: run_shell: env runs the program its arguments name"},
+		{"allow_protected typo", "name: a\nmodel: {endpoint: http://x}\nallow_protected: [.gti]\n", `a.yaml:3: allow protected ".gti": not a protected name`},
+		{"mcp url not http", "name: a\nmodel: {endpoint: http://x}\nmcp:\n  - {name: fs, url: 'ftp://h'}\n", "a.yaml:4: mcp fs: url \"ftp://h\" is not http(s)"},
 		{"not yaml", "name: [\n", "invalid agent file"},
 	}
 	for _, tc := range cases {
@@ -72,5 +105,49 @@ func TestInvalidFilesNameTheProblem(t *testing.T) {
 				t.Fatalf("err %v, want ErrInvalid naming the file and %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestValidFilesPass(t *testing.T) {
+	for _, src := range []string{
+		"name: a\nmodel: {endpoint: http://x}\n",
+		"---\nname: a\nmodel: {endpoint: http://x}\n",
+		"name: a\nmodel: {endpoint: http://x}\n---\n", // an empty trailing document holds nothing to ignore
+		"name: a\nmodel: {endpoint: http://x}\ntemperature: 0\nmax_steps: 1\nmax_tokens: 0\n",
+		"name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, sh]\nallow_shell_launchers: [sh]\nallow_protected: [.vscode]\n",
+	} {
+		if _, err := agentfile.Parse([]byte(src), "a.yaml"); err != nil {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}
+
+func TestEndpointCredentialsStayOutOfErrors(t *testing.T) {
+	_, err := agentfile.Parse([]byte("name: a\nmodel:\n  endpoint: 'alice:s3cret@host:8080'\n"), "a.yaml")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestLoadChecksTheDisk(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("m.gguf", "GGUF")
+	for _, c := range []struct{ src, want string }{
+		{"name: a\nmodel: {endpoint: http://x}\nworkspace: nowhere\n", ":3: workspace " + filepath.Join(dir, "nowhere") + " does not exist: create the folder"},
+		{"name: a\nmodel: {endpoint: http://x}\nworkspace: m.gguf\n", ":3: workspace " + filepath.Join(dir, "m.gguf") + " is not a folder"},
+		{"name: a\nmodel:\n  path: missing.gguf\n", ":3: model.path " + filepath.Join(dir, "missing.gguf") + " does not exist"},
+		{"name: a\nmodel:\n  path: m.gguf\n  mmproj: /dev/zero\n", ":4: model.mmproj: /dev/zero is a character device"},
+	} {
+		_, err := agentfile.Load(write("a.yaml", c.src))
+		if !errors.Is(err, agentfile.ErrInvalid) || !strings.Contains(err.Error(), filepath.Join(dir, "a.yaml")+c.want) {
+			t.Errorf("%q: %v, want %q", c.src, err, c.want)
+		}
 	}
 }

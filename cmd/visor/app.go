@@ -259,6 +259,9 @@ func (t turn) validate() error {
 	if _, err := toolcall.ParseFormat(t.toolFlags.format); err != nil {
 		errs = append(errs, fmt.Errorf("--tool-format: %w", err))
 	}
+	if err := t.toolFlags.builtinConfig().Check(); err != nil {
+		errs = append(errs, fmt.Errorf("--allow-shell, --allow-shell-launcher or --allow-protected: %w", err))
+	}
 	if t.toolFlags.names != "" {
 		if st, err := os.Stat(t.toolFlags.workspace); err != nil || !st.IsDir() {
 			errs = append(errs, fmt.Errorf("--workspace %s: not a folder: give the folder the file tools may use", t.toolFlags.workspace))

@@ -85,6 +85,7 @@ func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr
 // toolFlags select built-in tools.
 type toolFlags struct {
 	names, workspace, shell string
+	launchers, protected    string
 	fetch, raw              bool
 	format                  string
 	mcp                     []mcp.ServerConfig
@@ -94,6 +95,8 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.names, "tools", "", "comma-separated built-in tools to enable (e.g. list_dir,read_file)")
 	fs.StringVar(&t.workspace, "workspace", ".", "folder the file tools are confined to")
 	fs.StringVar(&t.shell, "allow-shell", "", "comma-separated commands run_shell may run (off when empty)")
+	fs.StringVar(&t.launchers, "allow-shell-launcher", "", "comma-separated programs run_shell may run although they run other programs (sh, env, python…): allows anything")
+	fs.StringVar(&t.protected, "allow-protected", "", "comma-separated protected names the tools may write anyway (.git, .vscode, .envrc…; * for all)")
 	fs.BoolVar(&t.fetch, "allow-fetch", false, "let fetch_url reach the network")
 	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
 	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes or qwen-xml")
@@ -141,11 +144,8 @@ func (t *toolFlags) registry(ctx context.Context, logger *slog.Logger, store mem
 	if err != nil {
 		return nil, close, fmt.Errorf("--workspace: %w", err)
 	}
-	var shell []string
-	if t.shell != "" {
-		shell = strings.Split(t.shell, ",")
-	}
-	cfg := tools.BuiltinConfig{Root: root, AllowFetch: t.fetch, Shell: shell}
+	cfg := t.builtinConfig()
+	cfg.Root = root
 	all := tools.Builtins(cfg)
 	if store != nil {
 		all = append(all, memory.SearchTool(store, ""))
@@ -162,6 +162,18 @@ func (t *toolFlags) registry(ctx context.Context, logger *slog.Logger, store mem
 		}
 	}
 	return reg, close, nil
+}
+
+// builtinConfig is the built-in tools' settings from the flags, Root aside.
+func (t *toolFlags) builtinConfig() tools.BuiltinConfig {
+	split := func(v string) []string {
+		if v == "" {
+			return nil
+		}
+		return strings.Split(v, ",")
+	}
+	return tools.BuiltinConfig{AllowFetch: t.fetch, Shell: split(t.shell), ShellLaunchers: split(t.launchers),
+		AllowProtected: split(t.protected)}
 }
 
 func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -68,7 +68,8 @@ func applySpec(t *turn, s agentfile.Spec) error {
 		t.engine.apiKey = os.Getenv(m.APIKeyEnv)
 	}
 	t.toolFlags = toolFlags{names: strings.Join(s.Tools, ","), workspace: s.Workspace, fetch: s.AllowFetch,
-		shell: strings.Join(s.AllowShell, ","), raw: s.ToolMode == "raw", format: s.ToolFormat}
+		shell: strings.Join(s.AllowShell, ","), launchers: strings.Join(s.AllowShellLaunchers, ","),
+		protected: strings.Join(s.AllowProtected, ","), raw: s.ToolMode == "raw", format: s.ToolFormat}
 	if t.toolFlags.format == "" {
 		t.toolFlags.format = "hermes"
 	}

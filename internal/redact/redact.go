@@ -43,9 +43,12 @@ func URL(raw string) string {
 // one of stops; with no "://" the whole of raw is taken as an authority-first form (user:pass@host:port).
 func redactUserinfo(raw string, from int, stops string) string {
 	start := from
-	if i := strings.Index(raw[from:], "://"); i >= 0 {
+	switch i := strings.Index(raw[from:], "://"); {
+	case from == 0 && strings.HasPrefix(raw, "//"): // scheme-relative: //user@host/x
+		start = 2
+	case i >= 0:
 		start = from + i + 3
-	} else if from > 0 {
+	case from > 0:
 		return raw
 	}
 	end := len(raw)
