@@ -84,10 +84,29 @@ func Summarize(ctx context.Context, model Streamer, msgs []Message, maxTokens in
 			b.WriteString("\n")
 		}
 	}
+	transcript := b.String()
+	// The part to summarize may itself not fit the context (one huge message): the server says so, and the
+	// transcript is cut in half around its middle until it does — any tokenizer, no guessing of token counts.
+	for attempt := 0; ; attempt++ {
+		s, err := summarizeOnce(ctx, model, transcript, maxTokens)
+		if err == nil || attempt == 6 || engine.StatusCode(err) != 400 || !strings.Contains(err.Error(), "context") {
+			return s, err
+		}
+		transcript = shorten(transcript)
+	}
+}
+
+// shorten keeps the first and last quarters of s, marking the cut.
+func shorten(s string) string {
+	q := len(s) / 4
+	return s[:q] + fmt.Sprintf("\n[… %d characters left out …]\n", len(s)-2*q) + s[len(s)-q:]
+}
+
+func summarizeOnce(ctx context.Context, model Streamer, transcript string, maxTokens int) (string, error) {
 	req := engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{MaxTokens: maxTokens,
 		Messages: []openai.ChatCompletionMessage{
 			{Role: "system", Content: summaryPrompt},
-			{Role: "user", Content: "Conversation to summarize:\n\n" + b.String()},
+			{Role: "user", Content: "Conversation to summarize:\n\n" + transcript},
 		}}}
 	st, err := model.ChatStream(ctx, req)
 	if err != nil {

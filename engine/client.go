@@ -295,3 +295,21 @@ type HTTPError struct {
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d: %.300s", e.URL, e.Status, e.Body)
 }
+
+// StatusCode is the HTTP status a server answered a failed request with (0 when it did not answer): visor's own
+// HTTPError and go-openai's API and request errors all carry it.
+func StatusCode(err error) int {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Status
+	}
+	var ae *openai.APIError
+	if errors.As(err, &ae) {
+		return ae.HTTPStatusCode
+	}
+	var re *openai.RequestError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode
+	}
+	return 0
+}

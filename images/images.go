@@ -81,8 +81,8 @@ func (l Limits) Check(data []byte) (Image, error) {
 		return Image{}, fmt.Errorf("%w: give a %s file", ErrEmpty, Formats)
 	}
 	if int64(len(data)) > l.maxBytes() {
-		return Image{}, fmt.Errorf("%w: %d bytes, more than the %d allowed: send a smaller or downscaled %s file",
-			ErrTooLarge, len(data), l.maxBytes(), Formats)
+		return Image{}, fmt.Errorf("%w: %s, more than the %s allowed: send a smaller or downscaled %s file",
+			ErrTooLarge, mib(int64(len(data))), mib(l.maxBytes()), Formats)
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if errors.Is(err, image.ErrFormat) {
@@ -133,15 +133,15 @@ func readRegular(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s is not a regular file (%s): give an image file", ErrUnreadable, path, st.Mode().Type())
 	}
 	if st.Size() > max {
-		return nil, fmt.Errorf("%w: %d bytes, more than the %d allowed: send a smaller or downscaled %s file",
-			ErrTooLarge, st.Size(), max, Formats)
+		return nil, fmt.Errorf("%w: %s, more than the %s allowed: send a smaller or downscaled %s file",
+			ErrTooLarge, mib(st.Size()), mib(max), Formats)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: more than the %d bytes allowed: send a smaller or downscaled %s file", ErrTooLarge, max, Formats)
+		return nil, fmt.Errorf("%w: more than the %s allowed: send a smaller or downscaled %s file", ErrTooLarge, mib(max), Formats)
 	}
 	return data, nil
 }
@@ -154,4 +154,15 @@ func sniff(data []byte) string {
 		return "a PDF"
 	}
 	return "the bytes look like " + http.DetectContentType(data)
+}
+
+// mib shows a byte count as people read limits: "20 MiB", "20.5 MiB", or bytes when small.
+func mib(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

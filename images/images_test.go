@@ -2,9 +2,7 @@ package images_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/image/bmp"
 
 	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/internal/testkit"
 )
 
 func pngOf(t *testing.T, w, h int) []byte {
@@ -28,26 +27,6 @@ func pngOf(t *testing.T, w, h int) []byte {
 	if err := png.Encode(&b, m); err != nil {
 		t.Fatal(err)
 	}
-	return b.Bytes()
-}
-
-// bombPNG is a valid PNG header claiming w×h pixels with no pixel data: DecodeConfig must refuse it before any
-// allocation of w×h×4 bytes.
-func bombPNG(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 6 // 8-bit RGBA
-	chunk := func(typ string, data []byte) {
-		_ = binary.Write(&b, binary.BigEndian, uint32(len(data)))
-		b.WriteString(typ)
-		b.Write(data)
-		_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(append([]byte(typ), data...)))
-	}
-	chunk("IHDR", ihdr)
-	chunk("IEND", nil)
 	return b.Bytes()
 }
 
@@ -72,7 +51,7 @@ func TestCheck(t *testing.T) {
 		{"truncated", good[:len(good)/2], images.Limits{}, images.ErrCorrupt},
 		{"corrupt", append(append([]byte(nil), good[:40]...), bytes.Repeat([]byte{0xff}, 200)...), images.Limits{}, images.ErrCorrupt},
 		{"oversized", good, images.Limits{MaxBytes: 100}, images.ErrTooLarge},
-		{"bomb", bombPNG(100000, 100000), images.Limits{}, images.ErrTooBig},
+		{"bomb", testkit.BombPNG(100000, 100000), images.Limits{}, images.ErrTooBig},
 		{"too many pixels", good, images.Limits{MaxPixels: 100}, images.ErrTooBig},
 	}
 	for _, c := range cases {
@@ -130,7 +109,7 @@ func FuzzCheck(f *testing.F) {
 	var b bytes.Buffer
 	_ = png.Encode(&b, image.NewGray(image.Rect(0, 0, 4, 4)))
 	f.Add(b.Bytes())
-	f.Add(bombPNG(1<<20, 1<<20))
+	f.Add(testkit.BombPNG(1<<20, 1<<20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		im, err := images.Limits{MaxPixels: 1 << 20}.Check(data)
 		if err == nil && (im.Width*im.Height > 1<<20 || !bytes.Equal(im.Data, data)) {

@@ -69,11 +69,15 @@ func (s *Session) Close() {
 // CheckImage applies the image policy without attaching: the engine must be able to see, and the bytes must be
 // an acceptable image. Front ends that take images with the message (ask, run, MCP) call Turn with them; this is
 // for refusing early.
-func (s *Session) CheckImage(data []byte) (tools.Image, error) {
-	if s.svc.cfg.Vision == VisionNo {
+func (s *Session) CheckImage(data []byte) (tools.Image, error) { return s.svc.CheckImage(data) }
+
+// CheckImage applies the image policy of the service: see Session.CheckImage. Front ends that create a session
+// per request check images with it first, so a refused image leaves no session behind.
+func (s *Service) CheckImage(data []byte) (tools.Image, error) {
+	if s.cfg.Vision == VisionNo {
 		return tools.Image{}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
 	}
-	im, err := s.svc.cfg.Images.Check(data)
+	im, err := s.cfg.Images.Check(data)
 	if err != nil {
 		return tools.Image{}, err
 	}
@@ -315,11 +319,9 @@ func (s *Session) keep(sessionID string, added []agent.Message) {
 // rejected tells a request the engine refused for what it carried (HTTP 4xx: an image it could not decode, a
 // prompt over its context) from a failure of the engine itself.
 func rejected(err error) bool {
-	var he *engine.HTTPError
-	if errors.As(err, &he) {
-		return he.Status >= 400 && he.Status < 500 && he.Status != http.StatusUnauthorized && he.Status != http.StatusNotFound
-	}
-	return false
+	st := engine.StatusCode(err)
+	return st >= 400 && st < 500 && st != http.StatusUnauthorized && st != http.StatusForbidden && st != http.StatusNotFound &&
+		st != http.StatusTooManyRequests
 }
 
 func crashed(r conductor.Ready) bool {

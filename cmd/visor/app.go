@@ -179,7 +179,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 		}
 		srv, onGPU, err := startEngine(ctx, e, cfg, stderr, logger)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
 		}
 		if onGPU && e.warmup {
 			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it

@@ -37,6 +37,8 @@ func (p *progress) event(ev agent.Event) {
 	switch e := ev.(type) {
 	case agent.StepStarted:
 		msg = fmt.Sprintf("step %d", e.Step)
+	case agent.Notice:
+		msg = e.Text
 	case agent.ToolCallStarted:
 		msg = fmt.Sprintf("calling %s %s", e.Call.Name, oneLine(string(e.Call.Arguments), 300))
 	case agent.ToolCallFinished:

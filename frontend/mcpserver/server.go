@@ -150,6 +150,19 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		return nil, AskOutput{}, fmt.Errorf(`"session" %q given, but this server keeps no sessions (started without a `+
 			`database): leave "session" out`, in.Session)
 	}
+	var imgs []tools.Image
+	for i, im := range in.Images {
+		data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(im.Data))
+		if err != nil {
+			return nil, AskOutput{}, fmt.Errorf("images[%d].data is not valid base64 (%v): send the image file's bytes in "+
+				"standard base64, without a data: URL prefix", i, err)
+		}
+		img, err := svc.CheckImage(data)
+		if err != nil {
+			return nil, AskOutput{}, fmt.Errorf("images[%d]: %w", i, err)
+		}
+		imgs = append(imgs, img)
+	}
 	conv, err := svc.Open(ctx, session.OpenOptions{Resume: in.Session, Title: in.Prompt})
 	if err != nil {
 		if in.Session != "" {
@@ -158,19 +171,6 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		return nil, AskOutput{}, err
 	}
 	defer conv.Close()
-	var imgs []tools.Image
-	for i, im := range in.Images {
-		data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(im.Data))
-		if err != nil {
-			return nil, AskOutput{}, fmt.Errorf("images[%d].data is not valid base64 (%v): send the image file's bytes in "+
-				"standard base64, without a data: URL prefix", i, err)
-		}
-		img, err := conv.CheckImage(data)
-		if err != nil {
-			return nil, AskOutput{}, fmt.Errorf("images[%d]: %w", i, err)
-		}
-		imgs = append(imgs, img)
-	}
 	progress := newProgress(ctx, req)
 	calls := 0
 	// The session writes steps and closes the turn on contexts that outlive a client's cancel, so a stopped run

@@ -1,0 +1,650 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/memory"
+)
+
+// The tests here run one behaviour through every front end (ask, run, chat, web, mcp serve), because the session
+// service is meant to give them all the same behaviour: same setup errors, same image intake, same compaction,
+// same crash recovery.
+
+var frontEnds = []string{"ask", "run", "chat", "web", "mcp"}
+
+// runSafely runs visor in-process and turns a panic into a test failure.
+func runSafely(t *testing.T, args []string, stdin io.Reader) (out, errOut string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("%v panicked: %v", args, r)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		err = run(ctx, args, stdin, &o, &e)
+	}()
+	return o.String(), e.String(), err
+}
+
+// commandFor turns a front end and its flags into visor's arguments; run gets an agent file holding the flags'
+// model, so its mistakes come from the file as a user's would.
+func commandFor(t *testing.T, fe string, flags []string) []string {
+	switch fe {
+	case "ask":
+		return append([]string{"ask", "hello"}, flags...)
+	case "run":
+		yml := filepath.Join(t.TempDir(), "agent.yaml")
+		if err := os.WriteFile(yml, []byte("name: t\nprompt: hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return append([]string{"run", yml}, flags...)
+	case "chat":
+		return append([]string{"chat"}, flags...)
+	case "web":
+		return append([]string{"web", "--addr", "127.0.0.1:0"}, flags...)
+	case "mcp":
+		return append([]string{"mcp", "serve"}, flags...)
+	}
+	t.Fatalf("unknown front end %s", fe)
+	return nil
+}
+
+// TestFirstMistakes is a new user's first mistakes, through every front end, with the store on and off: each
+// ends with an error that names the input and says what to do — never a panic, never a hang.
+func TestFirstMistakes(t *testing.T) {
+	t.Setenv("VISOR_MODEL", "")
+	t.Setenv("VISOR_MMPROJ", "")
+	t.Setenv("VISOR_ENDPOINT", "")
+	dir, chat, ws := tinyWorkspace(t)
+	fifo := filepath.Join(dir, "model.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notGGUF := filepath.Join(dir, "notes.gguf")
+	_ = os.WriteFile(notGGUF, []byte("these are my notes, not a model\n"), 0o644)
+	cases := []struct {
+		name  string
+		flags []string
+		want  []string // all must appear
+	}{
+		{"no model", nil, []string{"--model", "--endpoint"}},
+		{"wrong model path", []string{"--model", "/nope/model.gguf"}, []string{"--model /nope/model.gguf", "no such file", "give"}},
+		{"model is a folder", []string{"--model", dir}, []string{"--model", "is a folder"}},
+		{"model is a FIFO", []string{"--model", fifo}, []string{"--model", "not a regular file"}},
+		{"missing projector", []string{"--model", chat, "--mmproj", "/nope/mmproj.gguf"}, []string{"--mmproj /nope/mmproj.gguf", "no such file"}},
+		{"unknown tool", []string{"--model", chat, "--tools", "list_dri"}, []string{"--tools", "list_dri", "choose from", "list_dir"}},
+		{"missing workspace", []string{"--model", chat, "--tools", "list_dir", "--workspace", "/nope/ws"}, []string{"--workspace /nope/ws", "not a folder"}},
+		{"zero steps", []string{"--model", chat, "--max-steps", "0"}, []string{"--max-steps 0", "1 or more"}},
+		{"negative tokens", []string{"--model", chat, "--max-tokens", "-5"}, []string{"--max-tokens -5"}},
+		{"negative context", []string{"--model", chat, "--ctx", "-1"}, []string{"--ctx -1"}},
+		{"zero slots", []string{"--model", chat, "--parallel", "0"}, []string{"--parallel 0", "1 or more"}},
+		{"bad plan", []string{"--model", chat, "--plan", "maybe"}, []string{"--plan \"maybe\"", "auto or off"}},
+		{"bad cache type", []string{"--model", chat, "--cache-type", "q9"}, []string{"--cache-type \"q9\"", "q8_0"}},
+		{"bad tool format", []string{"--model", chat, "--tool-format", "xml"}, []string{"--tool-format"}},
+		{"no llama-server", []string{"--model", chat, "--server", "/nope/llama-server"}, []string{"llama-server", "/nope/llama-server"}},
+		{"endpoint not a URL", []string{"--endpoint", "localhost:8080"}, []string{"--endpoint localhost:8080", "http://"}},
+		{"model and endpoint", []string{"--model", chat, "--endpoint", "http://127.0.0.1:1"}, []string{"--model and --endpoint"}},
+		{"not a GGUF", []string{"--model", notGGUF, "--plan", "off"}, []string{"--model " + notGGUF}},
+	}
+	for _, store := range []bool{false, true} {
+		for _, fe := range frontEnds {
+			for _, c := range cases {
+				if fe == "run" && c.name != "no model" && c.name != "wrong model path" {
+					continue // run takes its engine and tools from the agent file, not from flags
+				}
+				flags := append([]string(nil), c.flags...)
+				if fe == "run" && c.name == "wrong model path" {
+					flags = nil
+				}
+				if store {
+					flags = append(flags, "--db", filepath.Join(t.TempDir(), "v.db"))
+				} else {
+					flags = append(flags, "--no-store")
+				}
+				args := commandFor(t, fe, flags)
+				if fe == "run" && c.name == "wrong model path" {
+					yml := args[1]
+					_ = os.WriteFile(yml, []byte("name: t\nprompt: hello\nmodel:\n  path: /nope/model.gguf\n"), 0o644)
+				}
+				_, _, err := runSafely(t, args, strings.NewReader(""))
+				if err == nil {
+					t.Errorf("%s %s (store %v): no error", fe, c.name, store)
+					continue
+				}
+				want := c.want
+				if fe == "run" {
+					want = map[string][]string{"no model": {"model", "endpoint"},
+						"wrong model path": {"agent.yaml:4", "model.path /nope/model.gguf", "fix the path"}}[c.name]
+				}
+				for _, w := range want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s %s (store %v): %q lacks %q", fe, c.name, store, err, w)
+					}
+				}
+			}
+		}
+	}
+	_ = ws
+}
+
+// driver runs turns through one front end, as its user would.
+type driver interface {
+	// send sends text with an optional image; it returns the answer, or the error the front end reported.
+	send(t *testing.T, text string, image []byte) (string, error)
+	close(t *testing.T)
+	// stderr is what the front end told its user so far.
+	stderr() string
+}
+
+// startFrontEnd starts fe over the tiny model with a store at db; extra flags follow.
+func startFrontEnd(t *testing.T, fe, chat, mmproj, db string, extra ...string) driver {
+	t.Helper()
+	flags := append([]string{"--model", chat, "--plan", "off", "--db", db}, extra...)
+	if mmproj != "" {
+		flags = append(flags, "--mmproj", mmproj)
+	}
+	switch fe {
+	case "ask", "run":
+		return &oneShot{fe: fe, flags: flags, dir: t.TempDir(), chat: chat, mmproj: mmproj}
+	case "chat":
+		return startChat(t, flags)
+	case "web":
+		return startWeb(t, flags)
+	case "mcp":
+		return startMCP(t, flags)
+	}
+	t.Fatalf("unknown front end %s", fe)
+	return nil
+}
+
+// oneShot is ask or run: a process per message, continuing the session with --session.
+type oneShot struct {
+	fe, chat, mmproj string
+	flags            []string
+	dir              string
+	session          string
+	log              strings.Builder
+}
+
+var sessionLine = regexp.MustCompile(`session ([0-9a-f]{16})`)
+
+func (o *oneShot) send(t *testing.T, text string, image []byte) (string, error) {
+	t.Helper()
+	var args []string
+	if o.fe == "ask" {
+		args = append([]string{"ask", text}, o.flags...)
+	} else {
+		// The agent file holds the model; the command line the prompt, the store and the session.
+		yml := filepath.Join(o.dir, "agent.yaml")
+		src := fmt.Sprintf("name: t\nmodel:\n  path: %s\n  plan: off\n", o.chat)
+		if o.mmproj != "" {
+			src += "  mmproj: " + o.mmproj + "\n"
+		}
+		for i := 0; i+1 < len(o.flags); i++ {
+			if o.flags[i] == "--ctx" {
+				src += "  ctx: " + o.flags[i+1] + "\n"
+			}
+		}
+		if err := os.WriteFile(yml, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = []string{"run", yml, text}
+		for i := 0; i+1 < len(o.flags); i++ {
+			if o.flags[i] == "--db" {
+				args = append(args, "--db", o.flags[i+1])
+			}
+		}
+	}
+	if image != nil {
+		p := filepath.Join(o.dir, fmt.Sprintf("img%d.png", time.Now().UnixNano()))
+		if err := os.WriteFile(p, image, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--image", p)
+	}
+	if o.session != "" {
+		args = append(args, "--session", o.session)
+	}
+	out, errOut, err := runSafely(t, args, strings.NewReader(""))
+	o.log.WriteString(errOut)
+	if m := sessionLine.FindAllStringSubmatch(errOut, -1); m != nil {
+		o.session = m[len(m)-1][1]
+	}
+	return strings.TrimSpace(out), err
+}
+
+func (o *oneShot) close(*testing.T) {}
+func (o *oneShot) stderr() string   { return o.log.String() }
+
+// chatDriver types into `visor chat`.
+type chatDriver struct {
+	in      *io.PipeWriter
+	out     *testkit.LockedBuffer
+	errb    *testkit.LockedBuffer
+	done    chan error
+	answers int
+	dir     string
+}
+
+func startChat(t *testing.T, flags []string) *chatDriver {
+	r, w := io.Pipe()
+	c := &chatDriver{in: w, out: &testkit.LockedBuffer{}, errb: &testkit.LockedBuffer{}, done: make(chan error, 1), dir: t.TempDir()}
+	go func() { c.done <- run(context.Background(), append([]string{"chat"}, flags...), r, c.out, c.errb) }()
+	return c
+}
+
+func (c *chatDriver) send(t *testing.T, text string, image []byte) (string, error) {
+	t.Helper()
+	before := c.errb.String()
+	if image != nil {
+		p := filepath.Join(c.dir, fmt.Sprintf("img%d.png", time.Now().UnixNano()))
+		if err := os.WriteFile(p, image, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c.in, "/image %s\n", p)
+		waitFor(t, "the attachment to be taken or refused", func() bool {
+			s := strings.TrimPrefix(c.errb.String(), before)
+			return strings.Contains(s, "(attached") || strings.Contains(s, "/image "+p+":")
+		})
+		if s := strings.TrimPrefix(c.errb.String(), before); strings.Contains(s, "/image "+p+":") {
+			return "", fmt.Errorf("%s", s[strings.Index(s, "/image "+p+":"):])
+		}
+	}
+	mark := c.errb.String()
+	fmt.Fprintln(c.in, text)
+	waitFor(t, "the turn to end", func() bool { return strings.Contains(strings.TrimPrefix(c.errb.String(), mark), " steps, ") })
+	s := strings.TrimPrefix(c.errb.String(), mark)
+	if i := strings.Index(s, "error: "); i >= 0 {
+		return "", fmt.Errorf("%s", s[i:])
+	}
+	lines := strings.Split(strings.TrimSpace(c.out.String()), "\n")
+	return lines[len(lines)-1], nil
+}
+
+func (c *chatDriver) close(t *testing.T) {
+	fmt.Fprintln(c.in, "/quit")
+	c.in.Close()
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Errorf("chat: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("chat did not quit")
+	}
+}
+func (c *chatDriver) stderr() string { return c.errb.String() }
+
+// webDriver uses `visor web`'s API as its page does.
+type webDriver struct {
+	cancel       context.CancelFunc
+	done         chan error
+	errb, out    *testkit.LockedBuffer
+	base, token  string
+	chat         string
+	lastSessinID string
+}
+
+func startWeb(t *testing.T, flags []string) *webDriver {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &webDriver{cancel: cancel, done: make(chan error, 1), errb: &testkit.LockedBuffer{}, out: &testkit.LockedBuffer{}}
+	go func() {
+		w.done <- run(ctx, append([]string{"web", "--addr", "127.0.0.1:0"}, flags...), strings.NewReader(""), w.out, w.errb)
+	}()
+	re := regexp.MustCompile(`chat at (http://\S+)`)
+	waitFor(t, "visor web to listen", func() bool {
+		select {
+		case err := <-w.done:
+			t.Fatalf("web exited: %v\n%s", err, w.errb.String())
+		default:
+		}
+		m := re.FindStringSubmatch(w.out.String())
+		if m != nil {
+			w.base = m[1]
+		}
+		return m != nil
+	})
+	resp, err := http.Get(w.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`<meta name="visor-token" content="([^"]+)">`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no page token")
+	}
+	w.token = string(m[1])
+	return w
+}
+
+func (w *webDriver) post(t *testing.T, path, ctype string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", w.base+path, bytes.NewReader(body))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	req.Header.Set("X-Visor-Token", w.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func (w *webDriver) send(t *testing.T, text string, image []byte) (string, error) {
+	t.Helper()
+	if w.chat == "" {
+		resp, b := w.post(t, "/api/sessions", "application/json", []byte("{}"))
+		var created struct{ Session string }
+		if err := json.Unmarshal(b, &created); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("create chat: %d %s", resp.StatusCode, b)
+		}
+		w.chat = created.Session
+	}
+	if image != nil {
+		resp, b := w.post(t, "/api/sessions/"+w.chat+"/attach", "image/png", image)
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("attach: %d %s", resp.StatusCode, b)
+		}
+	}
+	body, _ := json.Marshal(map[string]string{"text": text})
+	resp, b := w.post(t, "/api/sessions/"+w.chat+"/send", "application/json", body)
+	if resp.StatusCode != 200 {
+		return "", fmt.Errorf("send: %d %s", resp.StatusCode, b)
+	}
+	var answer strings.Builder
+	var done map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	kind := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var d map[string]any
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d)
+			switch kind {
+			case "token":
+				answer.WriteString(fmt.Sprint(d["text"]))
+			case "notice":
+				w.errb.Write([]byte(fmt.Sprint(d["text"]) + "\n"))
+			case "done":
+				done = d
+			}
+		}
+	}
+	if done == nil {
+		return "", fmt.Errorf("no done event in %s", b)
+	}
+	if e, ok := done["error"]; ok {
+		return answer.String(), fmt.Errorf("%v", e)
+	}
+	return strings.TrimSpace(answer.String()), nil
+}
+
+func (w *webDriver) close(t *testing.T) {
+	w.cancel()
+	select {
+	case <-w.done:
+	case <-time.After(30 * time.Second):
+		t.Error("web did not stop")
+	}
+}
+func (w *webDriver) stderr() string { return w.errb.String() }
+
+// mcpDriver calls `visor mcp serve --http`'s ask tool with the Go SDK's client.
+type mcpDriver struct {
+	cancel  context.CancelFunc
+	done    chan error
+	errb    *testkit.LockedBuffer
+	cs      *sdk.ClientSession
+	session string
+}
+
+func startMCP(t *testing.T, flags []string) *mcpDriver {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &mcpDriver{cancel: cancel, done: make(chan error, 1), errb: &testkit.LockedBuffer{}}
+	go func() {
+		m.done <- run(ctx, append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...), strings.NewReader(""), io.Discard, m.errb)
+	}()
+	re := regexp.MustCompile(`visor MCP server at (http://\S+)`)
+	var url string
+	waitFor(t, "mcp serve to listen", func() bool {
+		select {
+		case err := <-m.done:
+			t.Fatalf("mcp serve exited: %v\n%s", err, m.errb.String())
+		default:
+		}
+		if mm := re.FindStringSubmatch(m.errb.String()); mm != nil {
+			url = mm[1]
+		}
+		return url != ""
+	})
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			m.errb.Write([]byte(r.Params.Message + "\n"))
+		}})
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cs = cs
+	return m
+}
+
+func (m *mcpDriver) send(t *testing.T, text string, image []byte) (string, error) {
+	t.Helper()
+	args := map[string]any{"prompt": text}
+	if image != nil {
+		args["images"] = []map[string]any{{"data": base64.StdEncoding.EncodeToString(image)}}
+	}
+	if m.session != "" {
+		args["session"] = m.session
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := m.cs.CallTool(ctx, &sdk.CallToolParams{Name: "ask", Arguments: args, Meta: sdk.Meta{"progressToken": 1}})
+	if err != nil {
+		return "", err
+	}
+	txt := ""
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*sdk.TextContent); ok {
+			txt = tc.Text
+		}
+	}
+	if res.IsError {
+		return "", fmt.Errorf("%s", txt)
+	}
+	if out, ok := res.StructuredContent.(map[string]any); ok {
+		if s, _ := out["session"].(string); s != "" {
+			m.session = s
+		}
+	}
+	return strings.TrimSpace(txt), nil
+}
+
+func (m *mcpDriver) close(t *testing.T) {
+	_ = m.cs.Close()
+	m.cancel()
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		t.Error("mcp serve did not stop")
+	}
+}
+func (m *mcpDriver) stderr() string { return m.errb.String() }
+
+func storedMessages(t *testing.T, db string) []memory.Message {
+	t.Helper()
+	st, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ss, err := st.ListSessions(context.Background(), memory.SessionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []memory.Message
+	for _, s := range ss {
+		msgs, err := st.Messages(context.Background(), s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, msgs...)
+	}
+	return all
+}
+
+// TestImageIntakeInEveryFrontEnd sends a corrupt, a truncated, an oversized and a bomb image through each front
+// end: each is refused at intake with the reason, and nothing of it reaches the engine or the store; a good image
+// then goes through.
+func TestImageIntakeInEveryFrontEnd(t *testing.T) {
+	enginetest.Binary(t)
+	dir := t.TempDir()
+	chat, proj, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := testkit.PNG(t, 16, 16)
+	corrupt := append(append([]byte(nil), good[:40]...), bytes.Repeat([]byte{0xff}, 300)...)
+	bad := map[string]struct {
+		data []byte
+		want string
+	}{
+		"corrupt":   {corrupt, "corrupt"},
+		"truncated": {good[:len(good)-30], "corrupt or truncated"},
+		"oversized": {append(append([]byte(nil), good...), make([]byte, 21<<20)...), "20 MiB"},
+		"bomb":      {testkit.BombPNG(60000, 60000), "too many pixels"},
+		"not image": {[]byte("GIF? no, a text file"), "not an image"},
+	}
+	for _, fe := range frontEnds {
+		t.Run(fe, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "v.db")
+			d := startFrontEnd(t, fe, chat, proj, db)
+			defer d.close(t)
+			for name, b := range bad {
+				_, err := d.send(t, "what is this?", b.data)
+				if err == nil || !strings.Contains(err.Error(), b.want) {
+					t.Errorf("%s image: %v, want a refusal saying %q", name, err, b.want)
+				}
+			}
+			for _, m := range storedMessages(t, db) {
+				if len(m.Images) > 0 || m.Content == "what is this?" {
+					t.Fatalf("a refused image's turn reached the store: %+v", m)
+				}
+			}
+			answer, err := d.send(t, "and this?", good)
+			if err != nil || answer != "Hi!" {
+				t.Fatalf("good image: %q %v\n%s", answer, err, d.stderr())
+			}
+			n := 0
+			for _, m := range storedMessages(t, db) {
+				n += len(m.Images)
+			}
+			if n != 1 {
+				t.Fatalf("%d images stored, want the one good image", n)
+			}
+		})
+	}
+}
+
+// TestCompactionInEveryFrontEnd fills most of a small context with one long message; the next turn, in every
+// front end, compacts the conversation into a linked session and is answered.
+func TestCompactionInEveryFrontEnd(t *testing.T) {
+	enginetest.Binary(t)
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("lorem ", 220) // ~1,320 byte tokens in a 1,536-token context: over 3/4 of it
+	for _, fe := range frontEnds {
+		t.Run(fe, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "v.db")
+			d := startFrontEnd(t, fe, chat, "", db, "--ctx", "1536")
+			defer d.close(t)
+			if a, err := d.send(t, long, nil); err != nil || a != "Hi!" {
+				t.Fatalf("first turn: %q %v\n%s", a, err, d.stderr())
+			}
+			a, err := d.send(t, "And now?", nil)
+			if err != nil || a != "Hi!" {
+				t.Fatalf("second turn: %q %v\n%s", a, err, d.stderr())
+			}
+			if !strings.Contains(d.stderr(), "compacted into session") {
+				t.Fatalf("no compaction reported:\n%s", d.stderr())
+			}
+		})
+	}
+}
+
+// TestCrashRecoveryInEveryFrontEnd kills the llama-server a long-lived front end runs between two turns: the next
+// turn is answered by a restarted engine. (ask and run start an engine per process; theirs is the stored turn
+// that survives a killed engine, tested in TestCtrlCStopsCleanly's family.)
+func TestCrashRecoveryInEveryFrontEnd(t *testing.T) {
+	enginetest.Binary(t)
+	t.Setenv("VISOR_DEBUG", "1") // the debug log names the server's pid
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidRE := regexp.MustCompile(`llama-server started" pid=(\d+)`)
+	for _, fe := range []string{"chat", "web", "mcp"} {
+		t.Run(fe, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "v.db")
+			d := startFrontEnd(t, fe, chat, "", db)
+			defer d.close(t)
+			if a, err := d.send(t, "hello", nil); err != nil || a != "Hi!" {
+				t.Fatalf("first turn: %q %v", a, err)
+			}
+			m := pidRE.FindAllStringSubmatch(d.stderr(), -1)
+			if m == nil {
+				t.Fatalf("no pid in the log:\n%s", d.stderr())
+			}
+			var pid int
+			fmt.Sscan(m[len(m)-1][1], &pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitFor(t, "the server to die", func() bool {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				return err != nil || strings.Fields(string(b))[2] == "Z"
+			})
+			a, err := d.send(t, "still there?", nil)
+			if err != nil || a != "Hi!" {
+				t.Fatalf("after the crash: %q %v\n%s", a, err, d.stderr())
+			}
+			if !strings.Contains(d.stderr(), "engine restarted") {
+				t.Fatalf("restart not reported:\n%s", d.stderr())
+			}
+		})
+	}
+}
