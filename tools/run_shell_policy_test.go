@@ -85,6 +85,7 @@ func TestRunShellConfinesPathArguments(t *testing.T) {
 		{"ls /", "outside the workspace"},
 		{"head --lines=1 " + "-- ../secret/key", "outside the workspace"},
 		{"dd if=../secret/key", "outside the workspace"},
+		{"head -qn1../secret/key", "outside the workspace"},
 		{"cat file://" + filepath.Join(base, "secret/key"), "outside the workspace"},
 		{"mkdir dg/x", "outside the workspace"},
 		{"cp ok.txt .git/hooks/pre-commit", "protected"},

@@ -237,7 +237,9 @@ func matchOption(args, opts []string) string {
 	return ""
 }
 
-// pathCandidates returns the parts of one argument that a program might open as a path (rule 4).
+// pathCandidates returns the parts of one argument that a program might open as a path (rule 4). Words that
+// are not paths resolve inside the working directory and pass; the cost is refusing a few that only look like
+// paths outside (grep /usr/lib file), which search_files can do instead.
 func pathCandidates(a string) []string {
 	var out []string
 	add := func(s string) {
@@ -263,6 +265,10 @@ func pathCandidates(a string) []string {
 			add(v)
 		} else if len(a) > 2 {
 			add(a[2:])
+			// A value glued to the last of clustered flags: tar -xvf../x.tar.
+			if i := strings.IndexAny(a[2:], "/."); i > 0 {
+				add(a[2+i:])
+			}
 		}
 	default:
 		add(a)
