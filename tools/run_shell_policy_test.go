@@ -77,7 +77,7 @@ func TestRunShellConfinesPathArguments(t *testing.T) {
 	writeFiles(t, base, map[string]string{"secret/key": "hunter2\n", "ws/ok.txt": "fine\n", "ws/.git/config": "[core]\n"})
 	must(t, os.Symlink(filepath.Join(base, "secret"), filepath.Join(root, "out")))
 	must(t, os.Symlink(filepath.Join(base, "nothing"), filepath.Join(root, "dg")))
-	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"cat", "mkdir", "cp", "ls", "head", "dd"}})
+	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"cat", "mkdir", "cp", "ls", "head", "dd", "find", "grep"}})
 	for _, c := range []struct{ cmd, want string }{
 		{"cat " + filepath.Join(base, "secret/key"), "outside the workspace"},
 		{"cat ../secret/key", "outside the workspace"},
@@ -85,14 +85,23 @@ func TestRunShellConfinesPathArguments(t *testing.T) {
 		{"ls /", "outside the workspace"},
 		{"head --lines=1 " + "-- ../secret/key", "outside the workspace"},
 		{"dd if=../secret/key", "outside the workspace"},
+		{"head -qn1../secret/key", "outside the workspace"},
 		{"cat file://" + filepath.Join(base, "secret/key"), "outside the workspace"},
 		{"mkdir dg/x", "outside the workspace"},
 		{"cp ok.txt .git/hooks/pre-commit", "protected"},
 		{"cat .git/config", "protected"},
+		{"find -L . -name key -delete", "follows symlinks"}, // through out/ it would delete secret/key
+		{"grep -R hunter2 .", "follows symlinks"},
 	} {
 		mustFail(t, call(t, r, RunShellName, map[string]any{"command": c.cmd}), c.want)
 	}
 	mustFail(t, call(t, r, RunShellName, map[string]any{"command": "ls", "dir": ".git"}), "protected")
+	if b, err := os.ReadFile(filepath.Join(base, "secret/key")); err != nil || string(b) != "hunter2\n" {
+		t.Error("a command reached the file outside through the link")
+	}
+	if res := mustOK(t, call(t, r, RunShellName, map[string]any{"command": "grep -r hunter2 ."})); strings.Contains(res.Text, "hunter2\n") {
+		t.Errorf("grep -r followed the link out: %s", res.Text)
+	}
 	if _, err := os.Stat(filepath.Join(base, "nothing")); err == nil {
 		t.Error("mkdir created a directory outside through a dangling link")
 	}
@@ -108,7 +117,8 @@ func TestRunShellRefusesProgramsThatRunPrograms(t *testing.T) {
 	root := t.TempDir()
 	writeFiles(t, root, map[string]string{"a.txt": "x"})
 	r := builtinRegistry(t, BuiltinConfig{Root: root,
-		Shell: []string{"env", "timeout", "xargs", "sh", "python3", "find", "git", "tar", "rsync", "rg", "go"}})
+		Shell: []string{"env", "timeout", "xargs", "sh", "python3", "find", "git", "tar", "rsync", "rg", "go", "grep",
+			"wget", "gcc", "man", "ldd", "cp"}})
 	for _, c := range []struct{ cmd, want string }{
 		{"env cat a.txt", "launcher"},
 		{"timeout 5 rm a.txt", "launcher"},
@@ -139,6 +149,23 @@ func TestRunShellRefusesProgramsThatRunPrograms(t *testing.T) {
 		{"rg --pre id x", "rg --pre"},
 		{"go test -exec id ./...", "go -exec"},
 		{"go env -w GOFLAGS=-toolexec=id", "go env -w"},
+		{"go test --exec=id ./...", "go -exec"},
+		{"go vet -vettool=id ./...", "go -vettool"},
+		{"go clean -modcache", "delete the user's caches"},
+		{"tar --to-comm=id -xf a.tar", "tar --to-command"},
+		{"git clone --upload=id x y", "git clone --upload-pack"},
+		{"git maintenance start", "background jobs"},
+		{"wget -e use_askpass=id http://x", "wget -e"},
+		{"gcc -wrapper id a.c", "gcc -wrapper"},
+		{"gcc -fplugin=./p.so a.c", "gcc -fplugin"},
+		{"man -P id ls", "man -P"},
+		{"ldd a.txt", "launcher"},
+		{"find -L . -name a.txt", "follows symlinks"},
+		{"grep -R x .", "follows symlinks"},
+		{"grep -iR x .", "follows symlinks"},
+		{"rg --follow x", "follows symlinks"},
+		{"cp -L a.txt b", "follows symlinks"},
+		{"rsync -avL a.txt b", "follows symlinks"},
 	} {
 		mustFail(t, call(t, r, RunShellName, map[string]any{"command": c.cmd}), c.want)
 	}
@@ -146,6 +173,7 @@ func TestRunShellRefusesProgramsThatRunPrograms(t *testing.T) {
 		t.Fatal("a refused command ran")
 	}
 	mustOK(t, call(t, r, RunShellName, map[string]any{"command": "find . -name a.txt"}))
+	mustOK(t, call(t, r, RunShellName, map[string]any{"command": "grep -rn x ."}))
 	if _, err := exec.LookPath("git"); err == nil {
 		mustOK(t, call(t, r, RunShellName, map[string]any{"command": "git init -q"}))
 		mustOK(t, call(t, r, RunShellName, map[string]any{"command": "git status --short"}))

@@ -21,9 +21,13 @@ import (
 //     git -c/--config-env/--exec-path/--upload-pack/--receive-pack/-u/--exec/--template/-O, git config (other
 //     than reading), git submodule foreach, git bisect run, git difftool/mergetool/filter-branch/send-email,
 //     git rebase -x/--exec, ext:: URLs, tar --to-command/-I/--checkpoint-action/-F, rsync -e/--rsync-path,
-//     zip -TT, sort --compress-program, rg --pre, wget --use-askpass, go -exec/-toolexec and go env -w/-u (which
-//     persists outside the workspace). A program listed in ShellLaunchers keeps these options. find -delete is
-//     allowed: it deletes only below its starting points, which rule 4 confines.
+//     zip -TT, sort --compress-program, rg --pre, wget --use-askpass/-e, man -P, gcc/clang -wrapper/-fplugin/-B/
+//     -specs, go -exec/-toolexec/-vettool, go env -w/-u and go clean -cache/-modcache (which reach outside the
+//     workspace), git maintenance. Options that follow symlinks in a recursive walk are refused too (find -L,
+//     grep -R, rg -L, cp -L, tar -h, rsync -L…): a link in the workspace may point outside. Abbreviated long
+//     options (--to-comm) and go's --exec count as the option. A program listed in ShellLaunchers keeps all of
+//     these. find -delete is allowed: without -L it deletes only below its starting points, which rule 4
+//     confines.
 //  4. Every argument that may be a path (the whole word, the value after "=", the value glued to a short option
 //     as in -o../x, the rest after "@" or "file://") is resolved against the working directory, symlinks
 //     included, and must stay inside the workspace; /dev/null is the one outside path allowed. Since run_shell
@@ -32,7 +36,8 @@ import (
 //  5. The child gets a clean environment (shellEnv): none of visor's variables, keys or tokens.
 //
 // What it cannot see: a program that runs code from files in the workspace runs whatever the model wrote there
-// (make and its Makefile, go test, npm run, cargo, pytest). Allowing such a program trusts the model with
+// (make and its Makefile, go test, npm run, cargo, pytest), and what a program does with a file's content
+// (the members of an archive, zip following links it archives) is beyond the arguments checked here. Allowing such a program trusts the model with
 // everything the user can do; the confinement above keeps an ordinary program (ls, cat, grep, git status) from
 // being that.
 var launchers = map[string]string{}
@@ -41,7 +46,8 @@ func init() {
 	for _, n := range strings.Fields(`env timeout nice nohup xargs sudo doas su runuser pkexec setsid stdbuf
 		time watch chroot strace ltrace gdb lldb valgrind busybox unshare nsenter flock taskset ionice chrt script
 		parallel sg newgrp systemd-run at batch firejail bwrap nsjail exec command eval ssh scp sftp
-		docker podman kubectl npx pnpx bunx uvx pipx`) {
+		docker podman kubectl npx pnpx bunx uvx pipx toybox run-parts start-stop-daemon tmux screen entr unbuffer
+		catchsegv fakeroot proot eatmydata numactl prlimit cgexec ldd dbus-launch xdg-open open`) {
 		launchers[n] = "runs the program its arguments name"
 	}
 	for _, n := range strings.Fields(`sh bash dash zsh ksh mksh fish csh tcsh ash python python2 python3 pypy
@@ -60,10 +66,29 @@ var execOptions = map[string][]string{
 	"zip":   {"-TT", "--unzip-command"},
 	"sort":  {"--compress-program"},
 	"rg":    {"--pre"},
-	"wget":  {"--use-askpass"},
-	"go":    {"-exec", "-toolexec"},
+	"wget":  {"--use-askpass", "-e", "--execute"},
+	"man":   {"-P", "--pager", "-H", "--html"},
+	"go":    {"-exec", "-toolexec", "-vettool"},
+	"gcc":   gccExec, "cc": gccExec, "g++": gccExec, "c++": gccExec, "clang": gccExec, "clang++": gccExec,
 	// git's global options, before the subcommand; the subcommands' own are in gitSubOptions.
 	"git": {"-c", "--config-env", "--exec-path", "--config"},
+}
+
+// gccExec are the compiler options that run or load a program of the model's choosing.
+var gccExec = []string{"-wrapper", "-fplugin", "-fpass-plugin", "-B", "-specs", "--specs", "-Xclang"}
+
+// followOptions make a recursive program follow symlinks, which may lead out of the workspace: find -L . -delete
+// deletes outside files through a link to a folder, grep -R reads them. The default, non-following forms stay.
+var followOptions = map[string][]string{
+	"find":  {"-L", "-H", "-follow"},
+	"grep":  {"-R", "--dereference-recursive"},
+	"rg":    {"-L", "--follow"},
+	"cp":    {"-L", "--dereference", "-H"},
+	"tar":   {"-h", "--dereference"},
+	"rsync": {"-L", "--copy-links", "--copy-unsafe-links", "-k", "--copy-dirlinks", "-K", "--keep-dirlinks"},
+	"du":    {"-L", "--dereference"},
+	"ls":    {"-L", "--dereference"},
+	"chmod": {"-L"}, "chown": {"-L"}, "chgrp": {"-L"},
 }
 
 var gitSubOptions = map[string][]string{
@@ -89,6 +114,7 @@ var gitRefused = map[string]string{
 	"web--browse":   "runs a browser",
 	"daemon":        "serves the repository",
 	"credential":    "reads stored credentials",
+	"maintenance":   "schedules background jobs outside the workspace",
 }
 
 // errShellPolicy marks refusals of the policy; the model reads them as they are.
@@ -112,12 +138,19 @@ func checkProgram(argv []string, launchersAllowed []string) error {
 	if opt := matchOption(args, execOptions[name]); opt != "" && name != "git" {
 		return refuseOption(name, opt)
 	}
+	if opt := matchOption(args, followOptions[name]); opt != "" {
+		return fmt.Errorf("%w: %s %s follows symlinks, which may lead outside the workspace; use the form that "+
+			"does not follow them (grep -r, not -R; find without -L)", errShellPolicy, name, opt)
+	}
 	switch name {
 	case "git":
 		return checkGit(args)
 	case "go":
 		if len(args) > 0 && args[0] == "env" && matchOption(args[1:], []string{"-w", "-u"}) != "" {
 			return fmt.Errorf("%w: go env -w and -u change the user's Go settings outside the workspace", errShellPolicy)
+		}
+		if len(args) > 0 && args[0] == "clean" && matchOption(args[1:], []string{"-cache", "-modcache", "-fuzzcache", "-testcache"}) != "" {
+			return fmt.Errorf("%w: go clean's cache options delete the user's caches outside the workspace", errShellPolicy)
 		}
 	}
 	return nil
@@ -179,17 +212,24 @@ func checkGit(args []string) error {
 	return nil
 }
 
-// matchOption returns the first of opts that args use, or "".
+// matchOption returns the first of opts that args use, or "". Besides the exact option and option=value it
+// catches the spellings getopt and friends also accept: an unambiguous prefix of a long option (--to-comm for
+// --to-command, which GNU tools and git take), a single-dash long option with two dashes (go's -exec as --exec),
+// and a one-letter option in a cluster (-ave) or with its value glued on (-Iprog).
 func matchOption(args, opts []string) string {
 	// No stop at "--": find reads its expression after it, and a file named -exec is not worth a bypass.
 	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
 		for _, o := range opts {
-			if a == o || strings.HasPrefix(a, o+"=") {
+			switch {
+			case name == o:
 				return o
-			}
-			// A one-letter option may sit in a cluster (-ave) or carry its value glued on (-Iprog).
-			if len(o) == 2 && o[0] == '-' && o[1] != '-' && len(a) > 2 && a[0] == '-' && a[1] != '-' &&
-				strings.IndexByte(a[1:], o[1]) >= 0 {
+			case len(o) > 2 && o[0] == '-' && o[1] != '-' && name == "-"+o: // -exec as --exec
+				return o
+			case len(o) > 3 && strings.HasPrefix(o, "--") && len(name) > 3 && strings.HasPrefix(o, name):
+				return o
+			case len(o) == 2 && o[0] == '-' && o[1] != '-' && len(a) > 2 && a[0] == '-' && a[1] != '-' &&
+				strings.IndexByte(a[1:], o[1]) >= 0:
 				return o
 			}
 		}
@@ -197,7 +237,9 @@ func matchOption(args, opts []string) string {
 	return ""
 }
 
-// pathCandidates returns the parts of one argument that a program might open as a path (rule 4).
+// pathCandidates returns the parts of one argument that a program might open as a path (rule 4). Words that
+// are not paths resolve inside the working directory and pass; the cost is refusing a few that only look like
+// paths outside (grep /usr/lib file), which search_files can do instead.
 func pathCandidates(a string) []string {
 	var out []string
 	add := func(s string) {
@@ -223,6 +265,10 @@ func pathCandidates(a string) []string {
 			add(v)
 		} else if len(a) > 2 {
 			add(a[2:])
+			// A value glued to the last of clustered flags: tar -xvf../x.tar.
+			if i := strings.IndexAny(a[2:], "/."); i > 0 {
+				add(a[2+i:])
+			}
 		}
 	default:
 		add(a)

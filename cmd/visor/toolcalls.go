@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // cmdToolcalls is `visor toolcalls parse`: raw model output in, the calls visor would find out, as one JSON
@@ -26,7 +26,7 @@ func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	}
 	var toolsJSON []byte
 	if *toolsFile != "" {
-		b, err := os.ReadFile(*toolsFile)
+		b, err := safefile.ReadFile(*toolsFile, 16<<20) // a FIFO or /dev/zero is refused, not waited on
 		if err != nil {
 			return fmt.Errorf("--tools: %w", err)
 		}

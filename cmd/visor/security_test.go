@@ -33,3 +33,10 @@ func TestBadToolFlagsAreClearErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestToolcallsToolsFileRefusesDevices(t *testing.T) {
+	_, _, err := visor(t, "toolcalls", "parse", "--tools", "/dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "--tools: /dev/zero is a character device") {
+		t.Fatalf("--tools /dev/zero: %v", err)
+	}
+}
