@@ -108,14 +108,23 @@ func scanTags(buf []byte, from int, tags []string, firsts string) (idx int, tag 
 	// '[' far from any '<' is not searched again for each one.
 	nextLT := -2
 	for i := from; i < len(buf); {
-		if nextLT < i && nextLT != -1 {
+		if nextLT < i && nextLT != -1 && (len(firsts) < 2 || len(buf)-i > 32) {
 			nextLT = bytes.IndexByte(buf[i:], '<')
 			if nextLT >= 0 {
 				nextLT += i
 			}
 		}
 		j := nextLT
-		if len(firsts) > 1 {
+		if len(firsts) > 1 && len(buf)-i <= 32 {
+			// Streamed chunks are a few bytes: a plain loop beats two searches there.
+			j = -1
+			for k := i; k < len(buf); k++ {
+				if c := buf[k]; c == '<' || c == firsts[1] {
+					j = k
+					break
+				}
+			}
+		} else if len(firsts) > 1 {
 			lim := len(buf)
 			if j >= 0 {
 				lim = j
