@@ -21,7 +21,7 @@ import (
 
 // Streamer is the one thing the loop needs from a model server. *engine.Client implements it.
 type Streamer interface {
-	ChatStream(ctx context.Context, req engine.Request) (*engine.Stream, error)
+	ChatStream(ctx context.Context, req engine.Request) (engine.ChunkStream, error)
 }
 
 // ToolMode says who renders tools into the prompt.

@@ -122,8 +122,15 @@ type Stream struct {
 	done bool
 }
 
+// ChunkStream is a streamed answer, chunk by chunk; *Stream implements it. Consumers take this interface so a
+// recorded stream can stand in for a server in unit tests.
+type ChunkStream interface {
+	Recv() (Chunk, error)
+	Close() error
+}
+
 // ChatStream starts a streaming request.
-func (c *Client) ChatStream(ctx context.Context, req Request) (*Stream, error) {
+func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, error) {
 	req.Stream = true
 	ctx = withExtra(ctx, req.Extra, nil)
 	s, err := c.oa.CreateChatCompletionStream(ctx, req.ChatCompletionRequest)
