@@ -7,7 +7,7 @@ import (
 
 // Costs are the cost-model inputs one engine's timings give: how fast it evaluates prompt text, and what an
 // image costs per image token on top of that (its encode plus the evaluation of its tokens, the measure of
-// engine-notes §9: 13 ms/token on 16 CPU cores, 0.37 ms on an H200). The scheduler (engine/swap) turns these
+// docs/engine-notes.md §9: 13 ms/token on 16 CPU cores, 0.37 ms on an H200). The scheduler (engine/swap) turns these
 // into its own model; this struct is all the two share.
 type Costs struct {
 	// PromptTokensPerSecond is the text prompt rate; 0 when no text sample was given.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compares the VRAM planner with Debian's llama-server on a real NVIDIA GPU through Vulkan (engine-notes §7).
+# Compares the VRAM planner with Debian's llama-server on a real NVIDIA GPU through Vulkan (docs/engine-notes.md §7).
 # Builds nothing on the GPU machine: it unpacks the carried .deb files into a private folder, runs llama-server
 # through sid's own loader, and runs visor's own vramcheck binary (built beforehand), which generates the test
 # models, plans each case, starts the server with the plan's arguments and reads NVML.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the seed's 24 GB scenario end to end on a real NVIDIA GPU (issue 12; engine-notes §8–§9): ballast down to
+# Runs the seed's 24 GB scenario end to end on a real NVIDIA GPU (issue 12; docs/engine-notes.md §8–§9): ballast down to
 # the seed's 23.4 GB free, `visor plan` and `visor serve` (plan auto: visor picks and starts the mode, checks it
 # runs on the GPU, warms up), 1080p / 1440p / largest screenshots, NVML's minimum free memory during each turn,
 # first-image vs later-image time to first token (with and without warm-up, each on a fresh shader cache), and

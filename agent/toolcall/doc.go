@@ -8,7 +8,7 @@
 // never returned as executable.
 //
 // It exists because llama-server (and other OpenAI-compatible servers) regularly leaves such calls in content or
-// reasoning_content with tool_calls empty; see engine-notes §5 for the failures each test row reproduces.
+// reasoning_content with tool_calls empty; see docs/engine-notes.md §5 for the failures each test row reproduces.
 //
 // # Typing
 //

@@ -7,7 +7,7 @@ import (
 )
 
 // vulkanLoad is the part of a llama-server load log that says where things went, in the format Debian's build
-// prints through Vulkan on the H200 (engine-notes §7).
+// prints through Vulkan on the H200 (docs/engine-notes.md §7).
 const vulkanLoad = `llama_model_load_from_file_impl: using device Vulkan0 (NVIDIA H200) (0000:00:07.0) - 142760 MiB free
 load_tensors: offloading output layer to GPU
 load_tensors: offloaded 41/41 layers to GPU

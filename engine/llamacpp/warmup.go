@@ -27,7 +27,7 @@ const warmupPromptChars = 6000
 // Warmup sends the server, right after start, a request with an image (when it has vision) and one with a
 // long-ish prompt, so that the GPU backend compiles its pipelines now and not on the user's first screenshot or
 // first long prompt: on Vulkan the first image after an install waited 56 s for its first token, every later one
-// about 2 s (engine-notes §9). report hears what is being warmed and how long it took; it may be nil. Warmup
+// about 2 s (docs/engine-notes.md §9). report hears what is being warmed and how long it took; it may be nil. Warmup
 // changes nothing the user sees later: its requests are not cached for reuse and generate one token each.
 func Warmup(ctx context.Context, c *engine.Client, props Props, report func(string)) (WarmupStats, error) {
 	var st WarmupStats

@@ -11,7 +11,7 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 )
 
-// Qwen36 hyperparameters of Qwen3.6-35B-A3B (engine-notes §8, key names from llama.cpp's llama-arch.cpp).
+// Qwen36 hyperparameters of Qwen3.6-35B-A3B (docs/engine-notes.md §8, key names from llama.cpp's llama-arch.cpp).
 const (
 	qEmbd      = 2048
 	qBlocks    = 41 // 40 main + 1 NextN

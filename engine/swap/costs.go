@@ -122,7 +122,7 @@ type Costs struct {
 	Samples map[string]int `json:"samples,omitempty"`
 }
 
-// SeedCosts are the seed system's numbers (engine-notes §4): the fork with --mmproj-gpu-swap on a 24 GB RTX
+// SeedCosts are the seed system's numbers (docs/engine-notes.md §4): the fork with --mmproj-gpu-swap on a 24 GB RTX
 // 5090 laptop GPU, Qwen3.6-35B-A3B. Measured there: swap 213 ms in, 540 ms out; 250.54 tokens/s MTP text-only,
 // 243.59 with the swap flag; ~1–2 s to encode a large (~1,000-token) image on the GPU, 30–60 s on the CPU.
 // Not measured there, so taken from elsewhere and said so: no speculation 136 tokens/s (Gemma 4's published
@@ -133,7 +133,7 @@ type Costs struct {
 func SeedCosts() Costs {
 	return Costs{
 		Key:      Key{Model: "Qwen3.6-35B-A3B-UD-Q3_K_XL", Projector: "mmproj-qwen3vl", GPU: "RTX 5090 Laptop 24GB", Flags: "--spec-type draft-mtp --spec-draft-n-max 3 --mmproj-gpu-swap"},
-		Source:   "seed system (engine-notes §4); unmeasured fields from §9 or guessed, see SeedCosts",
+		Source:   "seed system (docs/engine-notes.md §4); unmeasured fields from §9 or guessed, see SeedCosts",
 		Profiles: []Profile{MTPSwap, VisionCPU, VisionNoMTP, TextOnly},
 		TokensPerSecond: map[Profile]float64{
 			MTPSwap: 243.59, TextOnly: 250.54, VisionCPU: 250.54, VisionNoMTP: 136,
@@ -147,13 +147,13 @@ func SeedCosts() Costs {
 	}
 }
 
-// H200Costs are engine-notes §9: Debian's upstream llama-server on the H200 through Vulkan, the full-size
+// H200Costs are docs/engine-notes.md §9: Debian's upstream llama-server on the H200 through Vulkan, the full-size
 // Qwen3.6-35B-A3B stand-in, -c 65536 q4_0 KV, MTP with 3 drafts at a synthetic mean accepted length of 2.6.
 // Speeds are the middle of each measured range. No --mmproj-gpu-swap (upstream lacks it), so no MTPSwap.
 func H200Costs() Costs {
 	return Costs{
 		Key:      Key{Model: "Qwen3.6-35B-A3B stand-in (qwen35moe)", Projector: "qwen3vl_merger", GPU: "NVIDIA H200 (Vulkan)", Flags: "-ngl 999 -np 1 -fa on -c 65536 -ctk q4_0 -ctv q4_0 --spec-type draft-mtp --spec-draft-n-max 3"},
-		Source:   "engine-notes §9 (H200, Vulkan, Dec 2026)",
+		Source:   "docs/engine-notes.md §9 (H200, Vulkan, Dec 2026)",
 		Profiles: []Profile{Resident, VisionCPU, VisionNoMTP, TextOnly},
 		TokensPerSecond: map[Profile]float64{
 			Resident: 199, VisionCPU: 192.5, VisionNoMTP: 164.5, TextOnly: 191,

@@ -188,7 +188,7 @@ func (t Trace) expand() []Step {
 }
 
 // ImagePatch is the pixel side of one image token for Qwen3-VL-style projectors (patch 16, merge 2):
-// engine-notes §9 counts 1024² as 1,050 tokens and 1920×1080 as ~2,000.
+// docs/engine-notes.md §9 counts 1024² as 1,050 tokens and 1920×1080 as ~2,000.
 const ImagePatch = 32
 
 // ImageTokens estimates the tokens of a width×height image (ceil(w/32)·ceil(h/32), without the few

@@ -9,7 +9,7 @@ const MinUsefulCtx = 4096
 //  1. resident: vision and MTP both on the GPU, nothing given up;
 //  2. mtp-swap: still vision and MTP, paying a short swap only on turns that carry a new image;
 //  3. vision-cpu: keeps MTP's decode speed for text and keeps vision, but image encodes run on the CPU (slow);
-//  4. vision-no-mtp: keeps fast image encodes but gives up speculation, so every token is slower (engine-notes
+//  4. vision-no-mtp: keeps fast image encodes but gives up speculation, so every token is slower (docs/engine-notes.md
 //     §4: 136 vs 251 t/s for Gemma 4 26B), which costs more in an agent loop than the occasional slow encode;
 //  5. text-only: loses vision, which is given up last because a model that cannot see breaks image tasks
 //     outright rather than making them slower.

@@ -16,7 +16,7 @@ const (
 	// allocations the projection does not see.
 	DefaultMargin = 1024 * MiB
 	// DefaultOverhead is the driver context llama-server's process holds beyond its buffers: measured 65–97 MiB
-	// on the H200 through Vulkan (engine-notes §7); CUDA's is larger, so raise it there.
+	// on the H200 through Vulkan (docs/engine-notes.md §7); CUDA's is larger, so raise it there.
 	DefaultOverhead = 100 * MiB
 	DefaultUBatch   = 512
 	DefaultDraftMax = 3
@@ -446,7 +446,7 @@ func computePerToken(m Facts, o resolved, ub int, mtp bool) (perCell, fixed uint
 	u := uint64(ub)
 	if o.NoFlashAttn {
 		// F32 mask plus one F32 KQ matrix of the widest layer: 564 MiB measured at 16K × 512 × 16 heads. At 64K
-		// engine-notes §7 saw about twice the KQ term (4,248 MiB): the estimate may be low there.
+		// docs/engine-notes.md §7 saw about twice the KQ term (4,248 MiB): the estimate may be low there.
 		perCell = u*4 + u*uint64(max(m.MaxHeads, 1))*4
 	} else {
 		perCell = u * 2

@@ -54,7 +54,7 @@ func component(p ModePlan, name string) uint64 {
 }
 
 // TestBlogCase reproduces the seed's 24 GB budget from metadata alone and checks each component against the
-// buffers llama-server allocated for the same header on the H200 (engine-notes §8).
+// buffers llama-server allocated for the same header on the H200 (docs/engine-notes.md §8).
 func TestBlogCase(t *testing.T) {
 	t.Parallel()
 	model, mmproj := blogFiles(t)

@@ -170,7 +170,7 @@ func TestAgainstLlamaServer(t *testing.T) {
 
 // TestHybridAgainstLlamaServer loads the header-only Qwen3.6-35B-A3B (17.2 GB sparse, mapped, never read) with the
 // blog's flags on the CPU and checks every buffer of the main and MTP contexts. Compute buffers are backend
-// specific, but the CPU's matched the H200's Vulkan ones within 1% (engine-notes §8).
+// specific, but the CPU's matched the H200's Vulkan ones within 1% (docs/engine-notes.md §8).
 func TestHybridAgainstLlamaServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a 17 GB sparse model (about 20 s)")

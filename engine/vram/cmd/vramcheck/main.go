@@ -39,7 +39,7 @@ type shape struct {
 }
 
 var shapes = map[string]shape{
-	// 1.6 GiB: the shape of engine-notes §7's measurements.
+	// 1.6 GiB: the shape of docs/engine-notes.md §7's measurements.
 	"A": {"A", vtm.LlamaShape{Embd: 2048, Layers: 16, Heads: 16, HeadsKV: 8, FF: 5632, Ctx: 131072, Type: gguf.TypeF16}, 32000},
 	// 3.2 GiB, wider and with GQA 4:1.
 	"B": {"B", vtm.LlamaShape{Embd: 4096, Layers: 8, Heads: 32, HeadsKV: 8, FF: 11008, Ctx: 131072, Type: gguf.TypeF16}, 32000},
