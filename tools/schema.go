@@ -26,6 +26,9 @@ func schemaFor[In any]() (json.RawMessage, error) {
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("input type %s: %w", t, ErrNotStruct)
 	}
+	if err := checkTags(t, t.Name(), map[reflect.Type]bool{}); err != nil {
+		return nil, err
+	}
 	r := &jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
 	s := r.ReflectFromType(t)
 	s.Version = ""
@@ -35,6 +38,55 @@ func schemaFor[In any]() (json.RawMessage, error) {
 		return nil, fmt.Errorf("encode schema of %s: %w", t, err)
 	}
 	return b, nil
+}
+
+// SchemaFor is the JSON Schema of In as tools and visor's MCP server publish it: one tag dialect for all of visor
+// (`jsonschema:"key=value,…"` for keywords, `jsonschema_description:"…"` for descriptions). A tag the generator
+// would ignore is an error, not a silently missing description.
+func SchemaFor[In any]() (json.RawMessage, error) { return schemaFor[In]() }
+
+// ErrBadTag is returned for a struct tag the schema generator would ignore.
+var ErrBadTag = errors.New("schema tag the generator ignores")
+
+// tagKeys are the keys invopop/jsonschema reads from a `jsonschema` tag.
+var tagKeys = map[string]bool{"title": true, "description": true, "default": true, "enum": true, "const": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "multipleOf": true,
+	"minLength": true, "maxLength": true, "pattern": true, "format": true, "minItems": true, "maxItems": true,
+	"uniqueItems": true, "minProperties": true, "maxProperties": true, "required": true, "nullable": true,
+	"oneof_required": true, "anyof_required": true, "oneof_type": true, "anyof_type": true, "oneof_ref": true,
+	"anyof_ref": true, "readOnly": true, "writeOnly": true, "example": true, "examples": true,
+	"contentEncoding": true, "contentMediaType": true, "-": true}
+
+// checkTags walks t's fields (and the structs they hold) and refuses `jsonschema` tags whose keys the generator
+// does not know — such as a bare description in another library's dialect, which would vanish from the schema.
+func checkTags(t reflect.Type, path string, seen map[reflect.Type]bool) error {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return nil
+	}
+	seen[t] = true
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := path + "." + f.Name
+		if tag, ok := f.Tag.Lookup("jsonschema"); ok {
+			for _, part := range strings.Split(tag, ",") {
+				key, _, _ := strings.Cut(part, "=")
+				if !tagKeys[strings.TrimSpace(key)] {
+					return fmt.Errorf("%s: tag jsonschema:%q: %w (%q): put descriptions in jsonschema_description:\"…\" "+
+						"and keywords as jsonschema:\"key=value\"", name, tag, ErrBadTag, key)
+				}
+			}
+		}
+		if err := checkTags(f.Type, name, seen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrNotStruct is returned for tools whose input type is not a struct: arguments are always a JSON object.

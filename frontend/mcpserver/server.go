@@ -11,6 +11,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,15 +48,15 @@ type Config struct {
 
 // AskInput is the tool's input; its tags give the schema clients see.
 type AskInput struct {
-	Prompt  string  `json:"prompt" jsonschema:"the task or question for the agent"`
-	Images  []Image `json:"images,omitempty" jsonschema:"images for the agent to look at"`
-	Session string  `json:"session,omitempty" jsonschema:"id of an earlier session to continue (returned by an earlier call)"`
+	Prompt  string  `json:"prompt" jsonschema:"required" jsonschema_description:"the task or question for the agent"`
+	Images  []Image `json:"images,omitempty" jsonschema_description:"images for the agent to look at"`
+	Session string  `json:"session,omitempty" jsonschema_description:"id of an earlier session to continue (returned by an earlier call)"`
 }
 
 // Image is one attached picture.
 type Image struct {
-	Data string `json:"data" jsonschema:"the image file's bytes, standard base64"`
-	MIME string `json:"mime,omitempty" jsonschema:"MIME type such as image/png; detected from the bytes when empty"`
+	Data string `json:"data" jsonschema:"required" jsonschema_description:"the image file's bytes, standard base64"`
+	MIME string `json:"mime,omitempty" jsonschema_description:"MIME type such as image/png; detected from the bytes when empty"`
 }
 
 // AskOutput is the tool's structured result; the answer is also the first text content.
@@ -120,12 +121,16 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// askSchema is AskInput's inferred schema with "images" as a plain array. Inference makes an omitempty slice
-// {"type": ["null", "array"]}, which clients that pick a value's type from the schema (the MCP Inspector CLI
-// among them) cannot handle, so they send the images as a string. Leaving "images" out already means none.
+// askSchema is AskInput's schema from visor's one schema generator (tools.SchemaFor), the dialect the built-in
+// tools use. "images" is a plain array: leaving it out already means none, and clients that pick a value's type
+// from the schema (the MCP Inspector CLI among them) cannot handle a ["null", "array"] type.
 func askSchema() (*jsonschema.Schema, error) {
-	s, err := jsonschema.For[AskInput](nil)
+	raw, err := tools.SchemaFor[AskInput]()
 	if err != nil {
+		return nil, fmt.Errorf("ask input schema: %w", err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("ask input schema: %w", err)
 	}
 	im := s.Properties["images"]
@@ -133,7 +138,7 @@ func askSchema() (*jsonschema.Schema, error) {
 		return nil, errors.New(`ask input schema has no "images"`)
 	}
 	im.Type, im.Types = "array", nil
-	return s, nil
+	return &s, nil
 }
 
 // MCP returns the underlying SDK server, for transports this package does not wrap.
