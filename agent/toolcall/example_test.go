@@ -1,9 +1,9 @@
 package toolcall_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/visorhq/visor/agent/toolcall"
 )
@@ -20,12 +20,20 @@ func ExampleParse() {
 	// call_1 read {"path":"README.md"}
 }
 
-func ExampleRunParseCommand() {
+func ExampleInspect() {
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
 	in := "<tool_call>\n{'name': 'get_weather', 'arguments': {'town': 'Paris'}}\n</tool_call>"
-	if err := toolcall.RunParseCommand(strings.NewReader(in), os.Stdout, "hermes", []byte(tools)); err != nil {
+	ts, err := toolcall.ParseTools([]byte(tools))
+	if err != nil {
 		fmt.Println(err)
 	}
+	rep, err := toolcall.Inspect([]byte(in), toolcall.Hermes, ts)
+	if err != nil {
+		fmt.Println(err)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(rep)
 	// Output:
 	// {
 	//   "content": "",

@@ -20,7 +20,7 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer store.Close()
-	return memory.RunSessionsCommand(ctx, store, rest, stdout)
+	return runSessionsCommand(ctx, store, rest, stdout)
 }
 
 // takeDB removes --db PATH (or --db=PATH) from args.

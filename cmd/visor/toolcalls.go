@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,13 +25,39 @@ func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	var toolsJSON []byte
+	f, err := toolcall.ParseFormat(*format)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	var ts *toolcall.ToolSet
 	if *toolsFile != "" {
 		b, err := safefile.ReadFile(*toolsFile, 16<<20) // a FIFO or /dev/zero is refused, not waited on
 		if err != nil {
 			return fmt.Errorf("--tools: %w", err)
 		}
-		toolsJSON = b
+		if ts, err = toolcall.ParseTools(b); err != nil {
+			return fmt.Errorf("--tools %s: %w", *toolsFile, err)
+		}
 	}
-	return toolcall.RunParseCommand(stdin, stdout, *format, toolsJSON)
+	data, err := io.ReadAll(io.LimitReader(stdin, maxParseInput+1))
+	if err != nil {
+		return fmt.Errorf("read the model output from stdin: %w", err)
+	}
+	if len(data) > maxParseInput {
+		return fmt.Errorf("stdin holds more than %d MiB: give one assistant message", maxParseInput>>20)
+	}
+	rep, err := toolcall.Inspect(data, f, ts)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
 }
+
+// maxParseInput bounds what `visor toolcalls parse` reads from stdin.
+const maxParseInput = 64 << 20

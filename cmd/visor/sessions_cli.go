@@ -1,10 +1,11 @@
-package memory
+package main
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/visorhq/visor/memory"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,12 +27,12 @@ const sessionsUsage = `usage: visor sessions <command>
   rm ID [--cascade]                        delete; --cascade also deletes its forks and continuations
 `
 
-// RunSessionsCommand runs `visor sessions ARGS...`, writing results to stdout. Dates accept 2006-01-02,
+// runSessionsCommand runs `visor sessions ARGS...`, writing results to stdout. Dates accept 2006-01-02,
 // RFC 3339, or a duration back from now (36h, 7d).
-func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout io.Writer) error {
+func runSessionsCommand(ctx context.Context, store *memory.Store, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		io.WriteString(stdout, sessionsUsage)
-		return fmt.Errorf("visor sessions: missing command: %w", ErrInvalidInput)
+		return fmt.Errorf("visor sessions: missing command: %w", memory.ErrInvalidInput)
 	}
 	cmd, rest := args[0], args[1:]
 	fs := flag.NewFlagSet("visor sessions "+cmd, flag.ContinueOnError)
@@ -44,7 +45,7 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 		if _, err := parseInterspersed(fs, rest, 0, 0); err != nil {
 			return err
 		}
-		return cliList(ctx, store, SessionFilter{Agent: *agent, Limit: *limit}, stdout)
+		return cliList(ctx, store, memory.SessionFilter{Agent: *agent, Limit: *limit}, stdout)
 	case "show":
 		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
@@ -52,7 +53,7 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 		}
 		return store.Export(ctx, id, "md", stdout, "")
 	case "search":
-		var q Query
+		var q memory.Query
 		fs.StringVar(&q.SessionID, "session", "", "only this session")
 		fs.StringVar(&q.Agent, "agent", "", "only sessions of this agent")
 		fs.StringVar(&q.Role, "role", "", "only messages of this role (user, assistant, tool, system)")
@@ -97,7 +98,7 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 				return err
 			}
 			if len(msgs) == 0 {
-				return fmt.Errorf("visor sessions fork: session %s has no messages to fork from: %w", id, ErrInvalidInput)
+				return fmt.Errorf("visor sessions fork: session %s has no messages to fork from: %w", id, memory.ErrInvalidInput)
 			}
 			*at = msgs[len(msgs)-1].ID
 		}
@@ -126,11 +127,11 @@ func RunSessionsCommand(ctx context.Context, store *Store, args []string, stdout
 		return nil
 	}
 	io.WriteString(stdout, sessionsUsage)
-	return fmt.Errorf("visor sessions: unknown command %q: %w", cmd, ErrInvalidInput)
+	return fmt.Errorf("visor sessions: unknown command %q: %w", cmd, memory.ErrInvalidInput)
 }
 
 // sessionArg parses a command's flags and its one argument, a session id or unique prefix, and resolves it.
-func sessionArg(ctx context.Context, store *Store, fs *flag.FlagSet, args []string) (string, error) {
+func sessionArg(ctx context.Context, store *memory.Store, fs *flag.FlagSet, args []string) (string, error) {
 	pos, err := parseInterspersed(fs, args, 1, 1)
 	if err != nil {
 		return "", err
@@ -147,7 +148,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, min, max int) ([]string,
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%s: %w: %w", fs.Name(), ErrInvalidInput, err)
+			return nil, fmt.Errorf("%s: %w: %w", fs.Name(), memory.ErrInvalidInput, err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -156,7 +157,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, min, max int) ([]string,
 		args = fs.Args()[1:]
 	}
 	if len(pos) < min || (max >= 0 && len(pos) > max) {
-		return nil, fmt.Errorf("%s: got %d arguments (%s): %w\n\n%s", fs.Name(), len(pos), strings.Join(pos, " "), ErrInvalidInput, sessionsUsage)
+		return nil, fmt.Errorf("%s: got %d arguments (%s): %w\n\n%s", fs.Name(), len(pos), strings.Join(pos, " "), memory.ErrInvalidInput, sessionsUsage)
 	}
 	return pos, nil
 }
@@ -179,10 +180,10 @@ func parseWhen(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return time.Now().Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("visor sessions: date %q: use 2006-01-02, RFC 3339, or an age like 36h or 7d: %w", s, ErrInvalidInput)
+	return time.Time{}, fmt.Errorf("visor sessions: date %q: use 2006-01-02, RFC 3339, or an age like 36h or 7d: %w", s, memory.ErrInvalidInput)
 }
 
-func cliList(ctx context.Context, store *Store, f SessionFilter, stdout io.Writer) error {
+func cliList(ctx context.Context, store *memory.Store, f memory.SessionFilter, stdout io.Writer) error {
 	list, err := store.ListSessions(ctx, f)
 	if err != nil {
 		return err
@@ -214,7 +215,7 @@ func dash(s string) string {
 	return s
 }
 
-func cliSearch(ctx context.Context, store *Store, q Query, stdout io.Writer) error {
+func cliSearch(ctx context.Context, store *memory.Store, q memory.Query, stdout io.Writer) error {
 	hits, err := store.Search(ctx, q)
 	if err != nil {
 		return err
@@ -229,14 +230,14 @@ func cliSearch(ctx context.Context, store *Store, q Query, stdout io.Writer) err
 			where = fmt.Sprintf("tool run %d", h.ToolRunID)
 		}
 		fmt.Fprintf(stdout, "%s  %s  %s  %s  %s\n    %s\n", h.SessionID, h.CreatedAt.Local().Format("2006-01-02 15:04"),
-			h.Role, where, dash(h.SessionTitle), oneLine(h.Snippet))
+			h.Role, where, dash(h.SessionTitle), oneLine(h.Snippet, 200))
 	}
 	return nil
 }
 
-func cliExport(ctx context.Context, store *Store, id, format, dir string, stdout io.Writer) error {
+func cliExport(ctx context.Context, store *memory.Store, id, format, dir string, stdout io.Writer) error {
 	if format != "md" && format != "json" {
-		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, ErrInvalidInput)
+		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, memory.ErrInvalidInput)
 	}
 	if dir == "" {
 		return store.Export(ctx, id, format, stdout, "")

@@ -5,49 +5,38 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
 	"github.com/tidwall/gjson"
 )
 
-// maxInput bounds what `visor toolcalls parse` reads from stdin.
-const maxInput = 64 << 20
+// Report is what Inspect found in one assistant message: its content and reasoning, the calls (those the server
+// already returned in tool_calls included) and every problem, in words. Its JSON form is the stable output of
+// `visor toolcalls parse`.
+type Report struct {
+	Content   string       `json:"content"`
+	Reasoning string       `json:"reasoning"`
+	Calls     []ReportCall `json:"calls"`
+	Errors    []string     `json:"errors"`
+}
 
-// RunParseCommand implements `visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json]`.
-//
-// stdin is an assistant message as raw text, a chat-completion response (JSON), or a streamed response (SSE
-// "data:" lines); for the latter two, content and reasoning_content are parsed and calls the server already
-// returned in tool_calls are included. It prints one JSON object:
-//
-//	{"content": "...", "reasoning": "...", "calls": [{"name": "...", "arguments": {...}}], "errors": ["..."]}
-//
-// With toolsJSON (OpenAI tools array), each call is checked against its tool's schema and failures are added to
-// errors. Problems in the text go to errors; the returned error is for bad flags, tools or I/O.
-func RunParseCommand(stdin io.Reader, stdout io.Writer, format string, toolsJSON []byte) error {
-	f, err := ParseFormat(format)
-	if err != nil {
-		return err
-	}
-	var ts *ToolSet
-	if len(bytes.TrimSpace(toolsJSON)) > 0 {
-		if ts, err = ParseTools(toolsJSON); err != nil {
-			return err
-		}
-	}
-	data, err := io.ReadAll(io.LimitReader(stdin, maxInput+1))
-	if err != nil {
-		return fmt.Errorf("read input: %w", err)
-	}
-	if len(data) > maxInput {
-		return fmt.Errorf("read input: more than %d bytes", maxInput)
-	}
+// ReportCall is one call in a Report.
+type ReportCall struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Inspect reads one assistant message as raw text, a chat-completion response (JSON) or a streamed response
+// (SSE "data:" lines) — for the latter two, content and reasoning_content are parsed and calls the server
+// already returned in tool_calls are included — and parses it with the format's parser, typed by ts (nil: no
+// schemas) exactly as the agent loop does. With ts, each call is also checked against its tool's schema.
+// Problems in the message are in Report.Errors; the error is for input that is not a message at all.
+func Inspect(data []byte, f Format, ts *ToolSet) (Report, error) {
 	msg, err := readMessage(data)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
-
 	p := New(f)
 	p.Init(ts) // the same schema typing as the agent loop
 	var events []Event
@@ -74,17 +63,7 @@ func RunParseCommand(stdin io.Reader, stdout io.Writer, format string, toolsJSON
 	r := Collect(append(events, p.Close()...))
 	r.Calls = append(r.Calls, msg.native...)
 	r.Errors = append(r.Errors, msg.errs...)
-
-	type outCall struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	out := struct {
-		Content   string    `json:"content"`
-		Reasoning string    `json:"reasoning"`
-		Calls     []outCall `json:"calls"`
-		Errors    []string  `json:"errors"`
-	}{Content: r.Content, Reasoning: r.Reasoning, Calls: []outCall{}, Errors: []string{}}
+	out := Report{Content: r.Content, Reasoning: r.Reasoning, Calls: []ReportCall{}, Errors: []string{}}
 	out.Errors = append(out.Errors, r.Errors...)
 	for _, c := range r.ReasoningCalls {
 		out.Errors = append(out.Errors, fmt.Sprintf("call to %q inside reasoning, not executed", c.Name))
@@ -96,15 +75,9 @@ func RunParseCommand(stdin io.Reader, stdout io.Writer, format string, toolsJSON
 				out.Errors = append(out.Errors, fmt.Sprintf("call %d: %v", i, err))
 			}
 		}
-		out.Calls = append(out.Calls, outCall{Name: c.Name, Arguments: c.Arguments})
+		out.Calls = append(out.Calls, ReportCall{Name: c.Name, Arguments: c.Arguments})
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return fmt.Errorf("write result: %w", err)
-	}
-	return nil
+	return out, nil
 }
 
 type chunk struct {
@@ -173,7 +146,7 @@ func readSSE(data []byte) (message, error) {
 	}
 	calls := map[int]*acc{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), maxInput)
+	sc.Buffer(make([]byte, 0, 64<<10), len(data)+1)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		payload, ok := strings.CutPrefix(line, "data:")

@@ -20,11 +20,29 @@ type cmdOut struct {
 	Errors []string `json:"errors"`
 }
 
+// runCmd inspects in as `visor toolcalls parse --format format --tools tools` does, through the JSON form.
 func runCmd(t *testing.T, in, format string, tools []byte) (cmdOut, string) {
 	t.Helper()
+	f, err := ParseFormat(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts *ToolSet
+	if len(tools) > 0 {
+		if ts, err = ParseTools(tools); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Inspect([]byte(in), f, ts)
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
 	var out bytes.Buffer
-	if err := RunParseCommand(strings.NewReader(in), &out, format, tools); err != nil {
-		t.Fatalf("RunParseCommand: %v", err)
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ") // as the command prints it
+	if err := enc.Encode(rep); err != nil {
+		t.Fatal(err)
 	}
 	var o cmdOut
 	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
@@ -48,7 +66,7 @@ func readTestdata(t *testing.T, name string) string {
 
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","description":"Get weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}}}]`
 
-func TestRunParseCommandArraysNeverNull(t *testing.T) {
+func TestInspectArraysNeverNull(t *testing.T) {
 	t.Parallel()
 	_, raw := runCmd(t, "Hi!", "auto", nil)
 	for _, key := range []string{`"calls": []`, `"errors": []`, `"content": "Hi!"`, `"reasoning": ""`} {
@@ -58,7 +76,7 @@ func TestRunParseCommandArraysNeverNull(t *testing.T) {
 	}
 }
 
-func TestRunParseCommand(t *testing.T) {
+func TestInspect(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, in, format string
@@ -174,17 +192,13 @@ func TestRunParseCommand(t *testing.T) {
 	}
 }
 
-func TestRunParseCommandRejectsBadFlags(t *testing.T) {
+func TestBadFormatAndToolsAreErrors(t *testing.T) {
 	t.Parallel()
-	var out bytes.Buffer
-	if err := RunParseCommand(strings.NewReader("x"), &out, "yaml", nil); err == nil {
+	if _, err := ParseFormat("yaml"); err == nil {
 		t.Error("format yaml accepted")
 	}
-	if err := RunParseCommand(strings.NewReader("x"), &out, "auto", []byte(`{"tools": 3}`)); err == nil {
+	if _, err := ParseTools([]byte(`{"tools": 3}`)); err == nil {
 		t.Error("bad tools accepted")
-	}
-	if out.Len() != 0 {
-		t.Errorf("wrote output on error: %q", out.String())
 	}
 }
 
