@@ -104,6 +104,7 @@ func TestFirstMistakes(t *testing.T) {
 		{"bad cache type", []string{"--model", chat, "--cache-type", "q9"}, []string{"--cache-type \"q9\"", "q8_0"}},
 		{"bad tool format", []string{"--model", chat, "--tool-format", "xml"}, []string{"--tool-format"}},
 		{"no llama-server", []string{"--model", chat, "--server", "/nope/llama-server"}, []string{"llama-server", "/nope/llama-server"}},
+		{"server is not llama-server", []string{"--model", chat, "--plan", "off", "--server", "/bin/true"}, []string{"is /bin/true llama-server", "--server"}},
 		{"endpoint not a URL", []string{"--endpoint", "localhost:8080"}, []string{"--endpoint localhost:8080", "http://"}},
 		{"model and endpoint", []string{"--model", chat, "--endpoint", "http://127.0.0.1:1"}, []string{"--model and --endpoint"}},
 		{"not a GGUF", []string{"--model", notGGUF, "--plan", "off"}, []string{"--model " + notGGUF}},

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 const usage = `visor — an agent runtime for local models on llama-server
@@ -35,7 +36,7 @@ Run "visor COMMAND -h" for a command's flags.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnSignal()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -117,4 +118,29 @@ func (l *listFlag) String() string { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error {
 	*l = append(*l, v)
 	return nil
+}
+
+// stopOnSignal cancels the context on the first Ctrl-C or SIGTERM, so a turn ends cleanly and is stored; a second
+// signal, or a clean stop that takes longer than 10 seconds, ends the process at once: nothing may leave visor
+// unkillable.
+func stopOnSignal() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		cancel()
+		select {
+		case <-sigs:
+			fmt.Fprintln(os.Stderr, "visor: stopped at once (second signal)")
+		case <-time.After(10 * time.Second):
+			fmt.Fprintln(os.Stderr, "visor: still stopping after 10 s; exiting now")
+		}
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
 }

@@ -133,7 +133,15 @@ func (e *ExitError) Error() string {
 	if e.WhileRun {
 		when = "while running"
 	}
-	msg := fmt.Sprintf("llama-server exited %s (%v)", when, e.Err)
+	status := fmt.Sprint(e.Err)
+	if e.Err == nil {
+		// A clean exit before it served anything is not llama-server behaving as a server at all.
+		status = "status 0"
+		if !e.WhileRun {
+			status += fmt.Sprintf("; is %s llama-server? give the llama-server binary with --server or VISOR_LLAMA_SERVER", e.Binary)
+		}
+	}
+	msg := fmt.Sprintf("llama-server exited %s (%s)", when, status)
 	if len(e.Reason) > 0 {
 		msg += ":\n  " + strings.Join(e.Reason, "\n  ")
 	}
