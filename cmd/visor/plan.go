@@ -43,6 +43,8 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	o.CPUFallback = true
 	if *devices != "" {
 		o.DeviceNames = strings.Split(*devices, ",")
+	} else {
+		o.DeviceNames = engineDeviceNames(ctx, *server, o.GPU, vram.NVML{})
 	}
 	res, err := vram.PlanFiles(ctx, o)
 	if err != nil {
