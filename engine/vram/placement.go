@@ -71,8 +71,16 @@ func PlanDevices(model Facts, proj *Facts, devs []Device, opts Options) (Result,
 		return Result{}, err
 	}
 	res.Devices = devs
-	for i := range res.Modes {
-		res.Modes[i].Args = append(res.Modes[i].Args, "-dev", devs[main].Name)
+	for i, p := range res.Modes {
+		res.Modes[i].Args = append(p.Args, "-dev", devs[main].Name)
+		if p.Mode != ModeSwap {
+			// Pinned to one card, the mode's buffers all belong on it: say so, so that the load-log check
+			// catches a device name that is not the card the plan measured. (mtp-swap's swapping pair has no
+			// single buffer to check.)
+			res.Modes[i].Devices = []DevicePlan{{Device: devs[main].Name, GPU: devs[main].GPU.Name,
+				Components: p.Components, Total: p.Total, Usable: res.Usable, Headroom: p.Headroom, Fits: p.Fits,
+				MaxCtx: p.MaxCtx, Layers: [2]int{0, model.Layers + model.NextNLayers}, Output: true}}
+		}
 	}
 	o, err := resolve(model, opts)
 	if err != nil {

@@ -309,9 +309,10 @@ func smallPlan(t *testing.T) Result {
 	return res
 }
 
-// TestPlacementAgainstRecordedLogs: each two-device placement was started over two RPC devices (a CPU host
-// standing in for two GPUs: ggml's RPC backend gives llama-server real separate devices with their own
-// buffers) with the plan's own arguments; every buffer went to the planned device, at the planned size.
+// TestPlacementAgainstRecordedLogs: each two-device placement, and resident pinned to one of the two, was
+// started over two RPC devices (a CPU host standing in for two GPUs: ggml's RPC backend gives llama-server real
+// separate devices with their own buffers) with the plan's own arguments; every buffer went to the planned
+// device, at the planned size.
 func TestPlacementAgainstRecordedLogs(t *testing.T) {
 	t.Parallel()
 	res := smallPlan(t)
@@ -320,6 +321,7 @@ func TestPlacementAgainstRecordedLogs(t *testing.T) {
 		log  string
 		ts   string // the -ts the log was recorded with
 	}{
+		{ModeResident, "resident-pinned.log", ""},
 		{ModeProjectorApart, "projector-apart.log", ""},
 		{ModeDraftApart, "draft-apart.log", "79,5"},
 		{ModeSplit, "layer-split.log", "29,55"},
@@ -337,7 +339,7 @@ func TestPlacementAgainstRecordedLogs(t *testing.T) {
 			t.Errorf("%s: %v", c.mode, err)
 		}
 		// Every device buffer the plan names was found: weights, KV, recurrent, compute, MTP, projector.
-		if want := map[Mode]int{ModeProjectorApart: 7, ModeDraftApart: 9, ModeSplit: 11}[c.mode]; len(checks) != want {
+		if want := map[Mode]int{ModeResident: 7, ModeProjectorApart: 7, ModeDraftApart: 9, ModeSplit: 11}[c.mode]; len(checks) != want {
 			t.Errorf("%s: %d checks, want %d", c.mode, len(checks), want)
 		}
 	}
@@ -369,8 +371,20 @@ func TestCheckPlacementCatchesMisplacement(t *testing.T) {
 	if _, err := CheckPlacement(apart, res.Devices, LoadLog{}); err == nil || !strings.Contains(err.Error(), "-lv 4") {
 		t.Errorf("an empty log must say how to get the buffer lines: %v", err)
 	}
-	if _, err := CheckPlacement(mustMode(t, res, ModeResident), res.Devices, LoadLog{}); err == nil {
-		t.Errorf("a single-device mode has nothing to check per device")
+	// Pinned to RPC0, resident expects the encoder there too; the projector-apart log has it on RPC1.
+	_, err = CheckPlacement(mustMode(t, res, ModeResident), res.Devices, ParseLoadLog(readLog(t, "projector-apart.log")))
+	if err == nil || !strings.Contains(err.Error(), "projector") || strings.Contains(err.Error(), "weights") {
+		t.Errorf("resident pinned to RPC0 against a log with the encoder on RPC1: %v", err)
+	}
+	one := smallPlan(t)
+	one.Devices, one.Modes = nil, nil
+	single, err := PlanDevices(one.Model, one.Projector, rpcDevices()[:1], Options{Ctx: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckPlacement(mustMode(t, single, ModeResident), rpcDevices(), LoadLog{}); err == nil ||
+		!strings.Contains(err.Error(), "single-device plan") {
+		t.Errorf("a one-GPU plan has nothing to check per device: %v", err)
 	}
 }
 

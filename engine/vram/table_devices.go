@@ -23,6 +23,9 @@ func (r Result) writeDevices(ew *errWriter) error {
 	var names []string
 	seen := map[string]bool{}
 	for _, p := range r.Modes {
+		if len(p.Devices) < 2 {
+			continue
+		}
 		for _, d := range p.Devices {
 			for _, c := range d.Components {
 				if !seen[c.Name] {
@@ -36,6 +39,9 @@ func (r Result) writeDevices(ew *errWriter) error {
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
 	row(append(append([]string{"MiB per device", "device", "blocks"}, names...), "total", "headroom", "fits", "max ctx")...)
 	for _, p := range r.Modes {
+		if len(p.Devices) < 2 {
+			continue // a mode pinned to one card: the table above is its budget
+		}
 		for _, d := range p.Devices {
 			blocks := "-"
 			if d.Layers[1] > d.Layers[0] {
