@@ -39,6 +39,10 @@ loader=$(find "$dir/root" -name 'ld-linux-x86-64.so.2' -o -name 'ld-linux-aarch6
 gcc -O1 -o "$dir/rpcsrv" "$here/rpc-devices/rpcsrv.c" -L"$libdir" -L"$lib" -l:libggml.so.0 -l:libggml-base.so.0 \
   -l:libggml-rpc.so -Wl,--allow-shlib-undefined
 
+for pid in "$dir"/rpcsrv.*.pid; do
+  [ -e "$pid" ] && kill -0 "$(cat "$pid")" 2>/dev/null && fail "RPC servers are already running: $0 stop first"
+done
+rm -f "$dir"/rpcsrv.*.pid
 endpoints=()
 for i in $(seq 0 $((n - 1))); do
   ep="127.0.0.1:$((50052 + i))"
