@@ -29,7 +29,7 @@ n=${2:-2}
 command -v gcc >/dev/null || fail "gcc not found: it builds the small RPC server (scripts/rpc-devices/rpcsrv.c)"
 
 if ! find "$dir/root" -name 'libggml-rpc.so' 2>/dev/null | grep -q .; then
-  VISOR_ENGINE_FORCE=1 VISOR_ENGINE_EXTRA_PKGS=libggml0-backend-rpc "$here/install-engine.sh" "$dir" >/dev/null
+  VISOR_ENGINE_GPU=off VISOR_ENGINE_FORCE=1 VISOR_ENGINE_EXTRA_PKGS=libggml0-backend-rpc "$here/install-engine.sh" "$dir" >/dev/null
 fi
 lib=$(dirname "$(find "$dir/root" -name 'libggml-rpc.so' -path '*backends*' | head -n1)")
 [ -e "$lib/libggml-rpc.so" ] || fail "libggml0-backend-rpc did not install into $dir"

@@ -324,7 +324,7 @@ func TestPlacementAgainstRecordedLogs(t *testing.T) {
 		{ModeResident, "resident-pinned.log", ""},
 		{ModeProjectorApart, "projector-apart.log", ""},
 		{ModeDraftApart, "draft-apart.log", "79,5"},
-		{ModeSplit, "layer-split.log", "29,55"},
+		{ModeSplit, "layer-split.log", "73,11"},
 	} {
 		p := mustMode(t, res, c.mode)
 		a := strings.Join(p.Args, " ")
