@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
@@ -29,14 +27,8 @@ func engineDeviceNames(ctx context.Context, server, gpu string, src vram.GPUSour
 	if err != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--list-devices").CombinedOutput()
-	if err != nil {
-		return nil
-	}
-	listed := vram.ParseListDevices(string(out))
-	if len(listed) != len(gpus) {
+	listed, err := llamacpp.ListDevices(ctx, bin)
+	if err != nil || len(listed) != len(gpus) {
 		return nil
 	}
 	names := make([]string, len(listed))

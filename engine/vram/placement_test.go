@@ -428,24 +428,6 @@ func TestParseLoadLogVulkan(t *testing.T) {
 	}
 }
 
-func TestParseListDevices(t *testing.T) {
-	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("testdata", "twogpu-rpc", "list-devices.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := string(b) + "\n  Vulkan0: NVIDIA H200 (143771 MiB, 142900 MiB free)\ngarbage: line\n"
-	got := ParseListDevices(out)
-	want := []ListedDevice{
-		{Name: "RPC0", Description: "127.0.0.1:50052", Total: 24105 * MiB, Free: 24105 * MiB},
-		{Name: "RPC1", Description: "127.0.0.1:50053", Total: 24105 * MiB, Free: 24105 * MiB},
-		{Name: "Vulkan0", Description: "NVIDIA H200", Total: 143771 * MiB, Free: 142900 * MiB},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ParseListDevices = %+v", got)
-	}
-}
-
 func TestResolveDevices(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
