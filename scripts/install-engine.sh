@@ -20,7 +20,9 @@ set -euo pipefail
 
 dir=${1:-${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}}
 pkgs=(llama.cpp-tools libllama0 libggml0 libc6 libstdc++6 libgcc-s1 libgomp1 libssl3t64 zlib1g libzstd1)
-[ -n "${VISOR_ENGINE_EXTRA_PKGS:-}" ] && pkgs+=(${VISOR_ENGINE_EXTRA_PKGS})
+# Added after the library names are resolved below, which would drop an extra that looks like one of them (a
+# backend such as libggml0-backend-rpc).
+extra_pkgs=(${VISOR_ENGINE_EXTRA_PKGS:-})
 
 fail() { echo "install-engine: $*" >&2; exit 1; }
 say() { echo "install-engine: $*"; }
@@ -142,6 +144,7 @@ else
   if [ -n "$resolved" ]; then
     pkgs=(llama.cpp-tools $resolved $(printf '%s\n' "${pkgs[@]}" | grep -Ev '^(llama\.cpp-tools|lib(llama|ggml|mtmd).*)$'))
   fi
+  pkgs+=("${extra_pkgs[@]}")
   ggml=$(printf '%s\n' "${pkgs[@]}" | grep -E '^libggml[0-9]+$' | head -n1)
   ggml=${ggml:-libggml0}
   if [ "$gpu" != off ]; then

@@ -41,7 +41,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots")
 	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable)")
 	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
-	fs.StringVar(&e.gpu, "gpu", "auto", "GPU the plan is for: auto (NVML), a device index, or a size such as 24GiB")
+	fs.StringVar(&e.gpu, "gpu", "auto", "GPUs the plan is for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
 	fs.StringVar(&e.cacheType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
 	fs.BoolVar(&e.warmup, "warmup", true, "after a GPU start, send a small image and a long prompt so the GPU compiles its kernels before your first request")
 }
@@ -65,6 +65,7 @@ func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr
 	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
 		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
 	o.SwapSupported = swapSupported(ctx, e.server)
+	o.DeviceNames = engineDeviceNames(ctx, e.server, e.gpu, vram.NVML{})
 	res, err := vram.PlanFiles(ctx, o)
 	if errors.Is(err, vram.ErrNoGPU) {
 		// Planning VRAM on a machine without a GPU has nothing to place; run on the CPU as asked.
@@ -74,11 +75,12 @@ func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr
 	if err != nil {
 		return nil, false, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
 	}
-	srv, used, err := launch.Start(ctx, cfg, res, launch.Reporter(stderr))
+	srv, used, placed, err := launch.StartChecked(ctx, cfg, res, launch.Reporter(stderr))
 	if err != nil {
 		return nil, false, err
 	}
 	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
+	reportPlacement(stderr, placed)
 	return srv, launch.WantFor(res, used.Args).GPU != "", nil
 }
 

@@ -27,7 +27,7 @@ usage:
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
   visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
   visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
-  visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB] [--ctx N] [--cache-type q4_0] [--json]
+  visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB|24GiB,24GiB] [--devices Vulkan0,Vulkan1] [--ctx N] [--cache-type q4_0] [--json]
   visor models write DIR             write the tiny test models (chat + vision projector)
   visor engine                       show the llama-server visor would use and what it supports
   visor simulate --trace FILE [--costs seed|h200|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines

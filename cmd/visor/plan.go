@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"strings"
 
 	"github.com/visorhq/visor/engine/vram"
 )
@@ -16,7 +17,8 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var o vram.FileOptions
 	fs.StringVar(&o.Model, "model", "", "model GGUF")
 	fs.StringVar(&o.MMProj, "mmproj", "", "vision projector GGUF")
-	fs.StringVar(&o.GPU, "gpu", "auto", "GPU to plan for: auto (NVML), a device index, or a size such as 24GiB")
+	fs.StringVar(&o.GPU, "gpu", "auto", "GPUs to plan for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
+	devices := fs.String("devices", "", "llama-server's names for those GPUs, comma-separated (default Vulkan0,Vulkan1,…; see llama-server --list-devices)")
 	fs.IntVar(&o.Ctx, "ctx", 0, "context size to check (0: the model's training context)")
 	cache := fs.String("cache-type", "", "KV cache type for K and V (f16, q8_0, q4_0, …)")
 	fs.StringVar(&o.CacheK, "cache-type-k", "", "K cache type (overrides --cache-type)")
@@ -39,6 +41,11 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	o.SwapSupported = swapSupported(ctx, *server)
 	// Without a GPU the useful answer is the plan for system RAM, where llama-server then runs.
 	o.CPUFallback = true
+	if *devices != "" {
+		o.DeviceNames = strings.Split(*devices, ",")
+	} else {
+		o.DeviceNames = engineDeviceNames(ctx, *server, o.GPU, vram.NVML{})
+	}
 	res, err := vram.PlanFiles(ctx, o)
 	if err != nil {
 		return err

@@ -25,7 +25,11 @@ func Attempts(r vram.Result) []llamacpp.Attempt {
 		if !p.Fits {
 			name = fmt.Sprintf("%s (ctx %d, reduced from %d)", p.Mode, p.LaunchCtx(), p.Ctx)
 		}
-		out = append(out, llamacpp.Attempt{Name: name, Args: append([]string(nil), p.Args...)})
+		args := append([]string(nil), p.Args...)
+		if len(p.Devices) > 0 {
+			args = append(args, verbose...)
+		}
+		out = append(out, llamacpp.Attempt{Name: name, Args: args})
 	}
 	return out
 }

@@ -13,7 +13,13 @@ const MinUsefulCtx = 4096
 //     §4: 136 vs 251 t/s for Gemma 4 26B), which costs more in an agent loop than the occasional slow encode;
 //  5. text-only: loses vision, which is given up last because a model that cannot see breaks image tasks
 //     outright rather than making them slower.
-var preference = map[Mode]int{ModeResident: 0, ModeSwap: 1, ModeVisionCPU: 2, ModeVisionNoMTP: 3, ModeTextOnly: 4}
+//
+// With several GPUs (PlanDevices) the placements that spread one card's load rank around resident:
+// projector-apart first (resident's speed, and the vision encoder's buffers, which grow with the image, no
+// longer share the model's card), then resident, then draft-apart and layer-split (a hop between cards on every
+// token), all ahead of mtp-swap's pause on each image.
+var preference = map[Mode]int{ModeProjectorApart: 0, ModeResident: 1, ModeDraftApart: 2, ModeSplit: 3,
+	ModeSwap: 4, ModeVisionCPU: 5, ModeVisionNoMTP: 6, ModeTextOnly: 7}
 
 // LaunchCtx is the context p's Args start the server with: the requested one when the mode fits, otherwise the
 // largest that fits (0 when none does).
@@ -41,10 +47,18 @@ func (r Result) Candidates() []ModePlan {
 			reduced = append(reduced, p)
 		}
 	}
-	sortByPreference(full)
-	sortByPreference(reduced)
+	rank := preference
+	if r.Projector == nil && len(r.Devices) > 1 {
+		rank = noVisionPreference
+	}
+	sortByPreference(full, rank)
+	sortByPreference(reduced, rank)
 	return append(full, reduced...)
 }
+
+// noVisionPreference ranks a multi-device plan without a projector: text-only is then the whole model on one
+// card, which is resident in all but name, so it comes before the splits.
+var noVisionPreference = map[Mode]int{ModeTextOnly: 0, ModeDraftApart: 1, ModeSplit: 2}
 
 // Recommended is the first candidate: the mode visor starts with under --plan auto.
 func (r Result) Recommended() (ModePlan, bool) {
@@ -55,13 +69,13 @@ func (r Result) Recommended() (ModePlan, bool) {
 	return c[0], true
 }
 
-// sortByPreference is an insertion sort: at most five modes, and stable for modes the table does not rank.
-func sortByPreference(ps []ModePlan) {
+// sortByPreference is an insertion sort: at most eight modes, and stable for modes the table does not rank.
+func sortByPreference(ps []ModePlan, order map[Mode]int) {
 	rank := func(m Mode) int {
-		if r, ok := preference[m]; ok {
+		if r, ok := order[m]; ok {
 			return r
 		}
-		return len(preference)
+		return len(order)
 	}
 	for i := 1; i < len(ps); i++ {
 		for j := i; j > 0 && rank(ps[j].Mode) < rank(ps[j-1].Mode); j-- {

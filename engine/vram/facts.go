@@ -26,6 +26,10 @@ type Facts struct {
 	// GPUCopyBytes is weight data the GPU holds in addition to WeightBytes - HostBytes (the tied output head).
 	GPUCopyBytes uint64 `json:"gpu_copy_bytes,omitempty"`
 	ExpertBytes  uint64 `json:"expert_bytes,omitempty"`
+	// LayerBytes are the tensor bytes of each block (blk.N), OutputBytes those of the output head and every other
+	// tensor but token_embd: a layer split (-ts) places them per device. Empty for hand-built facts.
+	LayerBytes  []uint64 `json:"layer_bytes,omitempty"`
+	OutputBytes uint64   `json:"output_bytes,omitempty"`
 
 	Layers      int `json:"layers"`       // main decoder layers (block_count − NextNLayers)
 	NextNLayers int `json:"nextn_layers"` // MTP/NextN layers appended after the main ones
@@ -130,6 +134,7 @@ func FactsFromGGUF(f *gguf.File) (Facts, error) {
 	if blocks > maxBlocks {
 		return fa, fmt.Errorf("vram: %s: %s is %d, far above llama.cpp's limit of 512 layers: the header is corrupt; re-download or re-convert the model", f.Name, key("block_count"), blocks)
 	}
+	fa.LayerBytes, fa.OutputBytes = layerBytes(f, blocks)
 	fa.NextNLayers = u("nextn_predict_layers")
 	if fa.NextNLayers >= blocks {
 		return fa, fmt.Errorf("vram: %s: %d nextn layers of %d blocks", f.Name, fa.NextNLayers, blocks)

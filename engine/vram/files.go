@@ -12,8 +12,11 @@ import (
 type FileOptions struct {
 	Model  string // --model
 	MMProj string // --mmproj, optional
-	// GPU is --gpu: "auto", a device index or a size ("24GiB").
+	// GPU is --gpu: "auto" (every GPU NVML lists), a device index, a size ("24GiB"), or a list of either
+	// ("24GiB,24GiB").
 	GPU string
+	// DeviceNames are llama-server's names for those GPUs, in order (default Vulkan0, Vulkan1, …).
+	DeviceNames []string
 	// Source reads GPUs for "auto" and indexes; nil means NVML.
 	Source GPUSource
 	// CPUFallback plans for system RAM (Options.CPU) when --gpu is auto and no GPU is found, instead of failing:
@@ -48,7 +51,7 @@ func PlanFiles(ctx context.Context, o FileOptions) (Result, error) {
 	if src == nil {
 		src = NVML{}
 	}
-	gpu, err := ResolveGPU(ctx, src, o.GPU)
+	devs, err := ResolveDevices(ctx, src, o.GPU, o.DeviceNames)
 	if err != nil && o.CPUFallback && errors.Is(err, ErrNoGPU) && (o.GPU == "" || o.GPU == "auto") {
 		ram := o.RAM
 		if ram == nil {
@@ -71,7 +74,7 @@ func PlanFiles(ctx context.Context, o FileOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Plan(model, proj, gpu, o.Options)
+	return PlanDevices(model, proj, devs, o.Options)
 }
 
 func factsFromPath(path string) (Facts, error) {

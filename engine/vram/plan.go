@@ -119,6 +119,9 @@ type ModePlan struct {
 	MaxCtx int `json:"max_ctx"`
 	// Args are llama-server arguments realising this mode at Ctx when it fits, else at MaxCtx.
 	Args []string `json:"args"`
+	// Devices is each GPU's share, for placements over several (PlanDevices); Total is then their sum and
+	// Headroom the smallest.
+	Devices []DevicePlan `json:"devices,omitempty"`
 }
 
 // Result is a complete plan.
@@ -137,6 +140,9 @@ type Result struct {
 	MaxImagePixels int `json:"max_image_pixels,omitempty"`
 	// KVOffers lists quantized KV cache types that keep the requested context where the chosen types do not.
 	KVOffers []KVOffer `json:"kv_offers,omitempty"`
+
+	// Devices are all the GPUs of a multi-device plan (PlanDevices); GPU is then the one single-device modes use.
+	Devices []Device `json:"devices,omitempty"`
 }
 
 // KVOffer is a KV cache type under which a mode fits at the full requested context.

@@ -96,6 +96,9 @@ func (r Result) WriteTable(w io.Writer) error {
 		}
 		ew.printf("\n               llama-server %s\n", strings.Join(p.Args, " "))
 	}
+	if err := r.writeDevices(ew); err != nil {
+		return err
+	}
 	// The recommendation is what `--plan auto` starts first, so the user sees the command before it runs.
 	if rec, ok := r.Recommended(); ok {
 		reduced := ""
