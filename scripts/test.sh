@@ -11,7 +11,7 @@ engine_dir=${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}
 scripts/install-engine.sh "$engine_dir"
 export VISOR_ENGINE_DIR="$engine_dir"
 export VISOR_LLAMA_SERVER=${VISOR_LLAMA_SERVER:-$engine_dir/bin/llama-server}
-# The real-client MCP tests (agent/mcpserver) need the Inspector CLI: they skip without it, except in CI.
+# The real-client MCP tests (frontend/mcpserver) need the Inspector CLI: they skip without it, except in CI.
 if [ -z "${VISOR_MCP_INSPECTOR:-}" ]; then
   if command -v npm >/dev/null; then
     VISOR_MCP_INSPECTOR=$(scripts/install-mcp-inspector.sh)

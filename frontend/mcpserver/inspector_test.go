@@ -8,7 +8,6 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,15 +69,12 @@ func runInspector(t *testing.T, bin string, env []string, args ...string) map[st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--cli"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	// The CLI looks for its own package.json as "../package.json" of the working directory but imports it
-	// relative to its script, so it only starts from a directory inside its package (its build folder).
-	real, err := filepath.EvalSymlinks(bin)
-	if err != nil {
-		t.Fatalf("VISOR_MCP_INSPECTOR: %v", err)
+	// The CLI gives a stdio server only a few of its own variables (HOME, PATH…); the rest are passed with -e.
+	flags := []string{"--cli"}
+	for _, e := range env {
+		flags = append(flags, "-e", e)
 	}
-	cmd.Dir = filepath.Dir(real)
+	cmd := exec.CommandContext(ctx, bin, append(flags, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
