@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -183,6 +184,41 @@ func TestAskSchemaImagesIsAPlainArray(t *testing.T) {
 		if err := json.Unmarshal([]byte(raw), &schema); err != nil || schema.Properties["images"].Type != "array" ||
 			fmt.Sprint(schema.Required) != "[prompt]" {
 			t.Fatalf("ask's input schema: %s", raw)
+		}
+	}
+}
+
+// TestStreamableHTTPDropsIdleSessions: a client that initializes and goes away without DELETE must not keep
+// its session (and what it holds) for the server's whole life.
+func TestStreamableHTTPDropsIdleSessions(t *testing.T) {
+	s, err := mcpserver.New(mcpserver.Config{Sessions: testkit.FakeService(t, echoRunner{}, nil), HTTPSessionIdle: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := listen(t, s)
+	req, _ := http.NewRequest("POST", url, strings.NewReader(initialize))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, id)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Each request restarts the idle clock, so ask less often than the limit; a slow machine just loops.
+		time.Sleep(300 * time.Millisecond)
+		status, body := rawPost(t, url, map[string]string{"Mcp-Session-Id": id, "Mcp-Protocol-Version": "2025-06-18"}, ping)
+		if status == http.StatusNotFound {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s still answers (%d %s) long after its 100ms idle limit", id, status, body)
 		}
 	}
 }

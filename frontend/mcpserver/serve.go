@@ -39,6 +39,9 @@ func (nopWriteCloser) Close() error { return nil }
 func (s *Server) Handler() http.Handler {
 	return s.guard.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Logger: s.logger, MaxRequestBodyBytes: MaxFrameBytes,
+			// Each initialize makes a session the SDK keeps until the client deletes it; clients that just go
+			// away must not grow the server for ever.
+			SessionTimeout: s.cfg.HTTPSessionIdle,
 			// The guard checks Host (for every listener, not only loopback ones) with a message that says what to do.
 			DisableLocalhostProtection: true}))
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -44,7 +45,13 @@ type Config struct {
 	APIKey, KeyHint string
 	// AllowedHosts and AllowedOrigins extend HTTP's loopback-only Host and same-origin checks (see httpguard).
 	AllowedHosts, AllowedOrigins []string
+	// HTTPSessionIdle closes an HTTP client's MCP session after this long without a request; default
+	// DefaultHTTPSessionIdle.
+	HTTPSessionIdle time.Duration
 }
+
+// DefaultHTTPSessionIdle is Config.HTTPSessionIdle's default.
+const DefaultHTTPSessionIdle = 30 * time.Minute
 
 // AskInput is the tool's input; its tags give the schema clients see.
 type AskInput struct {
@@ -102,6 +109,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
+	}
+	if cfg.HTTPSessionIdle <= 0 {
+		cfg.HTTPSessionIdle = DefaultHTTPSessionIdle
 	}
 	guard, err := httpguard.New(httpguard.Config{Name: "MCP server", APIKey: cfg.APIKey, KeyHint: cfg.KeyHint,
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, MaxBodyBytes: MaxFrameBytes})

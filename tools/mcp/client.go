@@ -45,6 +45,9 @@ type ServerConfig struct {
 	NoPrefix bool
 	// Timeout bounds each call (tools.Spec.Timeout); zero leaves the Registry's default.
 	Timeout time.Duration
+	// InitTimeout bounds reaching the server: starting it, the initialize handshake and listing its tools, at
+	// Connect and at each restart. Zero means DefaultInitTimeout.
+	InitTimeout time.Duration
 	// ReturnsImages marks the server's tools as ones that may return images (a browser or screenshot server),
 	// so the engine planner keeps a vision encoder ready; MCP tool listings do not say so themselves.
 	ReturnsImages bool
@@ -52,8 +55,33 @@ type ServerConfig struct {
 	Logger *slog.Logger
 }
 
-// reconnectTimeout bounds restarting a dead server: starting a process or an HTTP handshake, not a tool call.
+// DefaultInitTimeout bounds reaching a server (ServerConfig.InitTimeout): a server that never answers initialize
+// must not hang visor.
+const DefaultInitTimeout = 30 * time.Second
+
+// reconnectTimeout bounds refreshing the tool list after a change notification.
 const reconnectTimeout = 30 * time.Second
+
+// errInitTimeout is the cause of a context that ran out during InitTimeout.
+var errInitTimeout = errors.New("MCP server did not answer in time")
+
+func (cfg ServerConfig) initTimeout() time.Duration {
+	if cfg.InitTimeout > 0 {
+		return cfg.InitTimeout
+	}
+	return DefaultInitTimeout
+}
+
+// what names how the server is reached, for messages.
+func (cfg ServerConfig) what() string {
+	switch {
+	case cfg.Command != "":
+		return strings.Join(append([]string{cfg.Command}, cfg.Args...), " ")
+	case cfg.URL != "":
+		return redact.URL(cfg.URL)
+	}
+	return "its transport"
+}
 
 // ErrClosed is returned by calls on a Client after Close.
 var ErrClosed = errors.New("MCP client closed")
@@ -90,11 +118,14 @@ func (c *conn) dead() bool {
 }
 
 // Connect reaches the server, lists all its tools (following pagination) and wraps them. The subprocess, if
-// any, lives until Close, not until ctx ends: ctx bounds only the connection and the listing.
+// any, lives until Close, not until ctx ends: ctx bounds only the connection and the listing, and so does
+// InitTimeout.
 func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.initTimeout(), errInitTimeout)
+	defer cancel()
 	c := &Client{cfg: cfg, logger: cfg.Logger}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -110,6 +141,10 @@ func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 	for t, err := range cn.sess.Tools(ctx, nil) {
 		if err != nil {
 			_ = c.Close()
+			if errors.Is(context.Cause(ctx), errInitTimeout) {
+				return nil, fmt.Errorf("MCP server %s (%s) answered initialize but did not list its tools within %s%s: "+
+					"check the server, or raise its init timeout", cfg.Name, cfg.what(), cfg.initTimeout(), cn.stderr.note())
+			}
 			return nil, fmt.Errorf("MCP server %s: list tools: %w%s", cfg.Name, err, cn.stderr.note())
 		}
 		remote = append(remote, t)
@@ -292,11 +327,15 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	})
 	sess, err := client.Connect(ctx, t, nil)
 	if err != nil {
-		what := redact.URL(c.cfg.URL)
-		if c.cfg.Command != "" {
-			what = strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " ")
+		if errors.Is(context.Cause(ctx), errInitTimeout) {
+			how := "the command is an MCP server on stdio (run by hand, it waits for JSON-RPC on stdin and answers)"
+			if c.cfg.URL != "" {
+				how = "the URL is the server's streamable HTTP endpoint (often ending in /mcp)"
+			}
+			return nil, fmt.Errorf("MCP server %s (%s) did not answer initialize within %s%s: check that %s",
+				c.cfg.Name, c.cfg.what(), c.cfg.initTimeout(), cn.stderr.note(), how)
 		}
-		return nil, fmt.Errorf("MCP server %s: connect to %s: %w%s (check the command or URL)", c.cfg.Name, what, redact.Error(err),
+		return nil, fmt.Errorf("MCP server %s: connect to %s: %w%s (check the command or URL)", c.cfg.Name, c.cfg.what(), redact.Error(err),
 			cn.stderr.note())
 	}
 	cn.sess = sess
@@ -344,7 +383,7 @@ func (c *Client) restart(ctx context.Context, cn *conn) error {
 func (c *Client) replace(ctx context.Context, old *conn) (*conn, error) {
 	_ = c.end(old)
 	// A server that accepts the connection but never answers must not hold every later call behind mu.
-	ctx, cancel := context.WithTimeout(ctx, reconnectTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.initTimeout(), errInitTimeout)
 	defer cancel()
 	cn, err := c.dial(ctx)
 	if err != nil {

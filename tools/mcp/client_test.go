@@ -341,3 +341,47 @@ func TestRegistryFollowsToolListChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestInitializeTimeout: a server that starts but never answers initialize (a process reading stdin and
+// saying nothing, an HTTP endpoint that never responds) makes Connect fail after InitTimeout with a message
+// naming the server and what to check, instead of hanging visor.
+func TestInitializeTimeout(t *testing.T) {
+	stop := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer silent.Close()
+	defer close(stop)
+	for _, tc := range []struct {
+		cfg  mcp.ServerConfig
+		want []string
+	}{
+		{mcp.ServerConfig{Name: "mute", Command: "sh", Args: []string{"-c", "cat >/dev/null"}},
+			[]string{"MCP server mute (sh -c cat >/dev/null) did not answer initialize within 300ms", "MCP server on stdio"}},
+		{mcp.ServerConfig{Name: "web", URL: silent.URL + "/mcp"},
+			[]string{"MCP server web (" + silent.URL + "/mcp) did not answer initialize within 300ms", "streamable HTTP endpoint"}},
+	} {
+		tc.cfg.InitTimeout = 300 * time.Millisecond
+		done := make(chan error, 1)
+		go func() {
+			c, err := mcp.Connect(context.Background(), tc.cfg)
+			if c != nil {
+				_ = c.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %v, want %q", tc.cfg.Name, err, w)
+				}
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: Connect still waiting after 20s with a 300ms InitTimeout", tc.cfg.Name)
+		}
+	}
+}
