@@ -145,10 +145,11 @@ type EngineEventKind string
 
 // Engine event kinds known today; others are stored as given.
 const (
-	EngineStart         EngineEventKind = "start"
-	EngineStop          EngineEventKind = "stop"
-	EngineCrash         EngineEventKind = "crash"
-	EngineSwap          EngineEventKind = "swap"
+	EngineStart EngineEventKind = "start"
+	EngineStop  EngineEventKind = "stop"
+	EngineCrash EngineEventKind = "crash"
+	EngineSwap  EngineEventKind = "swap"
+	// EnginePrefill is an ahead-of-time evaluation (attached images encoded before the question).
 	EnginePrefill       EngineEventKind = "prefill"
 	EngineProfileChange EngineEventKind = "profile_change"
 )

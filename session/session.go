@@ -308,6 +308,23 @@ func (s *Service) touch(id string) {
 	s.mu.Unlock()
 }
 
+// recordPrefill keeps an ahead-of-time evaluation as an engine event, so `visor stats` can show the encode time
+// that left the critical path.
+func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *engine.Timings) {
+	if s.cfg.Store == nil {
+		return
+	}
+	d := map[string]any{"images": images}
+	if tm != nil {
+		d["prompt_n"], d["cache_n"], d["prompt_ms"] = tm.PromptN, tm.CacheN, tm.PromptMS
+	}
+	b, _ := json.Marshal(d)
+	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
+		Kind: memory.EnginePrefill, Duration: took, Detail: b}); err != nil {
+		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
+	}
+}
+
 // ready returns a ready engine and its properties (read once per launch).
 func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, llamacpp.Props, error) {
 	get := s.cfg.Engine.EnsureReady

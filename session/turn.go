@@ -140,11 +140,14 @@ func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
 			var a Agent
 			if a, err = s.svc.build(r, p); err == nil {
 				start := time.Now()
-				if _, err = a.Prefill(ctx, history, user); err == nil {
+				var tm *engine.Timings
+				if tm, err = a.Prefill(ctx, history, user); err == nil {
 					s.mu.Lock()
 					s.prefilled = len(user.Images)
 					s.mu.Unlock()
-					s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", time.Since(start))
+					took := time.Since(start)
+					s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", took)
+					s.svc.recordPrefill(s.id, len(user.Images), took, tm)
 				}
 			}
 		}

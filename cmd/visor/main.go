@@ -26,6 +26,7 @@ usage:
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
   visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
+  visor stats [SESSION] [--trace]    per-step tokens/s, cache, draft acceptance, prefill ahead; --trace for visor simulate
   visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
   visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB|24GiB,24GiB] [--devices Vulkan0,Vulkan1] [--ctx N] [--cache-type q4_0] [--json]
   visor models write DIR             write the tiny test models (chat + vision projector)
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdDemo(ctx, args[1:], stdout, stderr, logger)
 	case "toolcalls":
 		return cmdToolcalls(args[1:], stdin, stdout, stderr)
+	case "stats":
+		return cmdStats(ctx, args[1:], stdout, stderr)
 	case "sessions":
 		return cmdSessions(ctx, args[1:], stdout, stderr)
 	case "plan":

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/memory"
+)
+
+// cmdStats is `visor stats [SESSION]`: what each step of a stored session cost (prompt and cached tokens, time to
+// first token, tokens/s, draft acceptance) and what the engine did meanwhile (starts, crashes, prefills ahead of
+// the question, with their durations). --trace writes the session as a trace that `visor simulate` replays.
+func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "", "conversation database (default ~/.local/share/visor/visor.db)")
+	asTrace := fs.Bool("trace", false, "print the session as a `visor simulate` trace (JSON)")
+	asJSON := fs.Bool("json", false, "print the steps as JSON")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return fmt.Errorf("stats: one session at a time, got %d: visor stats [SESSION]", len(pos))
+	}
+	store, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	id := ""
+	if len(pos) == 1 {
+		if id, err = store.ResolveSessionID(ctx, pos[0]); err != nil {
+			return fmt.Errorf("stats %s: %w: list sessions with `visor sessions list`", pos[0], err)
+		}
+	} else {
+		list, err := store.ListSessions(ctx, memory.SessionFilter{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return errors.New("stats: no stored sessions yet: run `visor ask` or `visor chat` first")
+		}
+		id = list[0].ID
+	}
+	msgs, err := store.Messages(ctx, id)
+	if err != nil {
+		return err
+	}
+	events, err := store.EngineEvents(ctx, id, 10000)
+	if err != nil {
+		return err
+	}
+	steps := statSteps(msgs, events)
+	switch {
+	case *asTrace:
+		b, err := json.MarshalIndent(traceOf(id, steps), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	case *asJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(steps)
+	}
+	fmt.Fprintf(stdout, "session %s\n", id)
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "step\tprompt\tcached\timages\tprefilled ahead\tfirst token\ttokens\ttokens/s\tdraft accepted")
+	for i, s := range steps {
+		acc := "—"
+		if s.DraftTokens > 0 {
+			acc = fmt.Sprintf("%.0f%% of %d", 100*float64(s.DraftAccepted)/float64(s.DraftTokens), s.DraftTokens)
+		}
+		ahead := "—"
+		if s.PrefillTime > 0 {
+			ahead = fmt.Sprintf("%s (hidden)", s.PrefillTime.Round(time.Millisecond))
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f\t%s\n", i+1, s.PromptTokens, s.CachedTokens, s.Images, ahead,
+			s.TTFT.Round(time.Millisecond), s.Generated, s.TokensPerSecond, acc)
+	}
+	tw.Flush()
+	for _, e := range events {
+		if e.Kind == memory.EnginePrefill {
+			continue
+		}
+		fmt.Fprintf(stdout, "engine %s at %s (%s) %s\n", e.Kind, e.At.Format(time.TimeOnly), e.Duration.Round(time.Millisecond), e.Detail)
+	}
+	return nil
+}
+
+// statStep is one model request of a session.
+type statStep struct {
+	At              time.Time     `json:"at"`
+	After           string        `json:"after"` // "user" or "tools": what the request followed
+	Wait            time.Duration `json:"wait_ns"`
+	PromptTokens    int           `json:"prompt_tokens"`
+	CachedTokens    int           `json:"cached_tokens"`
+	Images          int           `json:"images"`
+	ImageSizes      [][2]int      `json:"image_sizes,omitempty"`
+	PrefillTime     time.Duration `json:"prefill_ns,omitempty"`
+	PrefillLead     time.Duration `json:"prefill_lead_ns,omitempty"`
+	TTFT            time.Duration `json:"ttft_ns"`
+	Generated       int           `json:"generated"`
+	TokensPerSecond float64       `json:"tokens_per_second"`
+	DraftTokens     int           `json:"draft_tokens,omitempty"`
+	DraftAccepted   int           `json:"draft_accepted,omitempty"`
+}
+
+// statSteps pairs each assistant message with the messages before it (its request's new input) and the prefill
+// events that prepared it.
+func statSteps(msgs []memory.Message, events []memory.EngineEvent) []statStep {
+	var out []statStep
+	var prevEnd time.Time
+	cur := statStep{After: "user"}
+	for _, m := range msgs {
+		switch m.Role {
+		case "user", "tool":
+			if m.Role == "tool" {
+				cur.After = "tools"
+			}
+			for _, im := range m.Images {
+				cur.Images++
+				cur.ImageSizes = append(cur.ImageSizes, [2]int{im.Width, im.Height})
+			}
+			if cur.At.IsZero() {
+				cur.At = m.CreatedAt
+			}
+		case "assistant":
+			t := m.Timings
+			if t == nil {
+				continue
+			}
+			cur.PromptTokens, cur.CachedTokens, cur.Generated = t.PromptTokens, t.CachedTokens, t.GeneratedTokens
+			cur.TTFT, cur.TokensPerSecond = t.TimeToFirstToken, t.TokensPerSecond
+			cur.DraftTokens, cur.DraftAccepted = t.DraftTokens, t.DraftAccepted
+			start := m.CreatedAt.Add(-t.Duration)
+			if !prevEnd.IsZero() && start.After(prevEnd) {
+				cur.Wait = start.Sub(prevEnd)
+			}
+			for _, e := range events {
+				if e.Kind == memory.EnginePrefill && e.At.After(prevEnd) && !e.At.After(start) {
+					cur.PrefillTime += e.Duration
+					if lead := start.Sub(e.At.Add(-e.Duration)); lead > cur.PrefillLead {
+						cur.PrefillLead = lead
+					}
+				}
+			}
+			out = append(out, cur)
+			prevEnd = m.CreatedAt
+			cur = statStep{After: "user"}
+		}
+	}
+	return out
+}
+
+// traceOf maps a stored session onto the simulator's trace format (engine/swap/trace.md, "Exporting a real
+// session").
+func traceOf(id string, steps []statStep) swap.Trace {
+	tr := swap.Trace{Name: "session " + id, Description: "exported by visor stats --trace"}
+	for _, s := range steps {
+		st := swap.Step{PromptTokens: max(s.PromptTokens, 1), OutputTokens: max(s.Generated, 1)}
+		if s.After == "tools" {
+			st.Tools = swap.Duration(s.Wait)
+		} else {
+			st.User = swap.Duration(s.Wait)
+		}
+		if s.DraftTokens > 0 {
+			a := float64(s.DraftAccepted) / float64(s.DraftTokens)
+			st.Acceptance = &a
+		}
+		for _, wh := range s.ImageSizes {
+			im := swap.TraceImage{Width: wh[0], Height: wh[1]}
+			if im.Width == 0 || im.Height == 0 {
+				im = swap.TraceImage{Tokens: 256}
+			}
+			if s.PrefillLead > 0 {
+				im.KnownAhead = swap.Duration(s.PrefillLead)
+				im.AnnouncedAhead = im.KnownAhead
+			}
+			st.Images = append(st.Images, im)
+		}
+		tr.Steps = append(tr.Steps, st)
+	}
+	return tr
+}
