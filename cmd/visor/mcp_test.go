@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"path/filepath"
@@ -15,25 +14,11 @@ import (
 
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
 )
 
-// lockedBuffer lets the test read what the server goroutine writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer lets a test read what a server goroutine writes.
+type lockedBuffer = testkit.LockedBuffer
 
 // TestMCPServeOverHTTP starts `visor mcp serve --http` on the tiny model with a built-in tool and calls it with
 // a real MCP client: the agent runs the tool, the client sees the call as progress and gets the answer.
