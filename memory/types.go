@@ -150,7 +150,9 @@ const (
 	EngineCrash EngineEventKind = "crash"
 	EngineSwap  EngineEventKind = "swap"
 	// EnginePrefill is an ahead-of-time evaluation (attached images encoded before the question).
-	EnginePrefill       EngineEventKind = "prefill"
+	EnginePrefill EngineEventKind = "prefill"
+	// EngineDecision is one of the ahead-of-time scheduler's actions, with its reason.
+	EngineDecision      EngineEventKind = "decision"
 	EngineProfileChange EngineEventKind = "profile_change"
 )
 

@@ -25,6 +25,7 @@ import (
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"
@@ -102,7 +103,12 @@ type Config struct {
 	// NewAgent builds a turn's agent for a ready engine; the default is agent.New with Agent's settings. It is a
 	// seam for front-end tests that are about their own requests, not the model.
 	NewAgent func(r conductor.Ready, p llamacpp.Props) (Agent, error)
-	Logger   *slog.Logger
+	// Scheduler decides what to do ahead of each request from the lookahead (engine/swap): prefill attached
+	// images now or wait for announced ones, relaunch into another profile. Nil prefills every attached image
+	// at once. Profile is the engine's current profile for it (default resident, or text-only without vision).
+	Scheduler *swap.Scheduler
+	Profile   swap.Profile
+	Logger    *slog.Logger
 }
 
 // Agent is what a turn needs from the agent; *agent.Agent implements it.
@@ -135,6 +141,7 @@ type Service struct {
 	open    map[string]*Session
 	touched map[string]bool // stored sessions that used the engine in this process: they get its events
 	local   int
+	started time.Time
 	propsMu sync.Mutex
 	props   map[int]llamacpp.Props // by engine generation
 }
@@ -162,10 +169,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxSessionImageBytes <= 0 {
 		cfg.MaxSessionImageBytes = 256 << 20
 	}
+	if cfg.Profile == "" {
+		cfg.Profile = swap.Resident
+		if cfg.Vision == VisionNo {
+			cfg.Profile = swap.TextOnly
+		}
+	}
 	if cfg.AgentName == "" {
 		cfg.AgentName = "visor"
 	}
-	return &Service{cfg: cfg, open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}, nil
+	return &Service{cfg: cfg, started: time.Now(), open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}, nil
 }
 
 // Stored reports whether sessions are kept in a store.
@@ -323,6 +336,18 @@ func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *e
 		Kind: memory.EnginePrefill, Duration: took, Detail: b}); err != nil {
 		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
 	}
+}
+
+// recordDecision keeps one of the scheduler's actions and its reason, for `visor stats` and the log.
+func (s *Service) recordDecision(id string, a swap.Action, carried string) {
+	s.cfg.Logger.Info("ahead-of-time decision", "session", id, "action", a.Kind, "reason", a.Reason, "carried", carried)
+	if s.cfg.Store == nil {
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"action": a.Kind, "profile": a.Profile, "images": len(a.Images),
+		"tokens": a.Tokens, "reason": a.Reason, "carried": carried})
+	_, _ = s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
+		Kind: memory.EngineDecision, Detail: b})
 }
 
 // ready returns a ready engine and its properties (read once per launch).

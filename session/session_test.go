@@ -11,6 +11,7 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
@@ -128,7 +129,11 @@ func TestOneTurnAtATimePerSession(t *testing.T) {
 // it before the question, and the question's request finds it in the cache.
 func TestAttachIsPrefilledAndSeenInLookahead(t *testing.T) {
 	srv := enginetest.Tiny(t, true, llamacpp.Config{})
-	svc := testkit.Service(t, srv, nil, func(c *session.Config) { c.Vision = session.VisionYes })
+	st := openStore(t)
+	svc := testkit.Service(t, srv, st, func(c *session.Config) {
+		c.Vision = session.VisionYes
+		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
+	})
 	ctx := context.Background()
 	sess, err := svc.Open(ctx, session.OpenOptions{})
 	if err != nil {
@@ -158,5 +163,17 @@ func TestAttachIsPrefilledAndSeenInLookahead(t *testing.T) {
 	}
 	if _, err := sess.Attach(ctx, []byte("not an image")); err == nil {
 		t.Fatal("a text file was attached")
+	}
+	evs, err := st.EngineEvents(ctx, sess.ID(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decided, prefilled bool
+	for _, e := range evs {
+		decided = decided || e.Kind == memory.EngineDecision && strings.Contains(string(e.Detail), "off the critical path")
+		prefilled = prefilled || e.Kind == memory.EnginePrefill
+	}
+	if !decided || !prefilled {
+		t.Fatalf("the scheduler's decision and the prefill it led to are not both in the store: %+v", evs)
 	}
 }

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"net/http"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"
 )
@@ -33,6 +36,7 @@ type Session struct {
 	prefilled  int
 	prefill    chan struct{} // closed when the latest prefill ended
 	turns      int
+	records    []swap.StepRecord // finished steps, for the scheduler
 	busy       bool
 	queued     int
 }
@@ -112,12 +116,66 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 	}
 	s.pending = append(s.pending, im)
 	s.pendBytes += int64(len(im.Data))
-	if !cfg.NoPrefill && s.prefill == nil {
+	if !cfg.NoPrefill && s.prefill == nil && s.aheadLocked() {
 		done := make(chan struct{})
 		s.prefill = done
 		go s.prefillChain(context.WithoutCancel(ctx), done)
 	}
 	return im, nil
+}
+
+// aheadLocked asks the scheduler what to do now that the lookahead changed, and reports whether to prefill the
+// pending images. Called with s.mu held. Without a scheduler every attached image is prefilled at once.
+func (s *Session) aheadLocked() bool {
+	sched := s.svc.cfg.Scheduler
+	if sched == nil {
+		return true
+	}
+	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.cfg.Profile, Compiled: true,
+		Context: contextOf(s.history), History: s.records, LastRelaunch: -1}
+	for i, im := range s.pending {
+		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: time.Since(s.svc.started)})
+	}
+	prefill := false
+	for _, a := range sched.Plan(obs) {
+		carried := "yes"
+		switch a.Kind {
+		case swap.ActPrefill:
+			prefill = true
+		case swap.ActRelaunch:
+			// Relaunching needs a launcher that knows the profiles; this engine is started in one.
+			carried = "no: the engine runs one profile"
+		default:
+			carried = "no: the conductor warms the engine up at start"
+		}
+		s.svc.recordDecision(s.id, a, carried)
+	}
+	return prefill
+}
+
+// contextOf is what the engine's cache holds for a conversation, as the scheduler counts it.
+func contextOf(history []agent.Message) swap.Context {
+	var c swap.Context
+	for _, m := range history {
+		for _, im := range m.Images {
+			c.Images++
+			c.ImageTokens += imageTokens(im)
+		}
+		if m.Timings != nil {
+			c.TextTokens = m.Timings.PromptN + m.Timings.CacheN + m.Timings.PredictedN - c.ImageTokens
+		}
+	}
+	c.TextTokens = max(c.TextTokens, 0)
+	return c
+}
+
+// imageTokens estimates an image's encoder tokens from its size (Qwen-VL's dynamic resolution, engine/swap).
+func imageTokens(im tools.Image) int {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(im.Data))
+	if err != nil {
+		return 256
+	}
+	return swap.ImageTokens(cfg.Width, cfg.Height)
 }
 
 // prefillChain evaluates the pending images until it has caught up with them.
@@ -307,6 +365,15 @@ func (s *Session) keep(sessionID string, added []agent.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.history = append(s.history, added...)
+	for _, m := range added {
+		if m.Role == "assistant" && m.Timings != nil {
+			r := swap.StepRecord{PromptTokens: m.Timings.PromptN, OutputTokens: m.Timings.PredictedN, Acceptance: -1}
+			if m.Timings.DraftN > 0 {
+				r.Acceptance = float64(m.Timings.DraftNAccepted) / float64(m.Timings.DraftN)
+			}
+			s.records = append(s.records, r)
+		}
+	}
 	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
 	if sessionID != s.id {
 		svc := s.svc

@@ -16,6 +16,7 @@ import (
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
@@ -100,8 +101,11 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}})
 	cond := a.cond
 	a.closers = append(a.closers, func() { _ = cond.Close(context.Background()) })
+	// The scheduler decides ahead of each request from the lookahead; the seed's measured costs until the
+	// engine's own are measured.
+	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
 	cfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: modelLabel(t.engine),
-		Logger: logger, Images: a.limits,
+		Logger: logger, Images: a.limits, Scheduler: sched,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
 	if a.store != nil {
