@@ -137,13 +137,15 @@ var (
 type Service struct {
 	cfg Config
 
-	mu      sync.Mutex
-	open    map[string]*Session
-	touched map[string]bool // stored sessions that used the engine in this process: they get its events
-	local   int
-	started time.Time
-	propsMu sync.Mutex
-	props   map[int]llamacpp.Props // by engine generation
+	mu          sync.Mutex
+	open        map[string]*Session
+	touched     map[string]bool // stored sessions that used the engine in this process: they get its events
+	local       int
+	started     time.Time
+	profile     swap.Profile // the engine's current profile, for the scheduler
+	relaunching bool
+	propsMu     sync.Mutex
+	props       map[int]llamacpp.Props // by engine generation
 }
 
 // New checks cfg and returns a Service.
@@ -178,7 +180,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.AgentName == "" {
 		cfg.AgentName = "visor"
 	}
-	return &Service{cfg: cfg, started: time.Now(), open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}, nil
+	return &Service{cfg: cfg, started: time.Now(), profile: cfg.Profile, open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}, nil
 }
 
 // Stored reports whether sessions are kept in a store.
@@ -336,6 +338,45 @@ func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *e
 		Kind: memory.EnginePrefill, Duration: took, Detail: b}); err != nil {
 		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
 	}
+}
+
+// relauncher is an engine that can start again in another profile; *conductor.Conductor is one.
+type relauncher interface {
+	Relaunch(ctx context.Context, mode string) (conductor.Ready, error)
+}
+
+func (s *Service) currentProfile() swap.Profile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.profile
+}
+
+// relaunch carries out the scheduler's profile change in the background (the engine then evaluates the
+// conversation again on the next request) and says whether it was started.
+func (s *Service) relaunch(to swap.Profile) string {
+	r, ok := s.cfg.Engine.(relauncher)
+	if !ok {
+		return "no: the engine cannot relaunch"
+	}
+	s.mu.Lock()
+	if s.relaunching {
+		s.mu.Unlock()
+		return "no: a relaunch is already running"
+	}
+	s.relaunching = true
+	s.mu.Unlock()
+	go func() {
+		_, err := r.Relaunch(context.Background(), string(to))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.relaunching = false
+		if err != nil {
+			s.cfg.Logger.Warn("relaunch", "profile", to, "err", err)
+			return
+		}
+		s.profile = to
+	}()
+	return "started"
 }
 
 // recordDecision keeps one of the scheduler's actions and its reason, for `visor stats` and the log.

@@ -131,7 +131,7 @@ func (s *Session) aheadLocked() bool {
 	if sched == nil {
 		return true
 	}
-	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.cfg.Profile, Compiled: true,
+	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
 		Context: contextOf(s.history), History: s.records, LastRelaunch: -1}
 	for i, im := range s.pending {
 		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: time.Since(s.svc.started)})
@@ -143,8 +143,7 @@ func (s *Session) aheadLocked() bool {
 		case swap.ActPrefill:
 			prefill = true
 		case swap.ActRelaunch:
-			// Relaunching needs a launcher that knows the profiles; this engine is started in one.
-			carried = "no: the engine runs one profile"
+			carried = s.svc.relaunch(a.Profile)
 		default:
 			carried = "no: the conductor warms the engine up at start"
 		}

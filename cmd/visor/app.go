@@ -163,6 +163,10 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				return conductor.Remote{Addr: st.URL}, nil
 			}
 		}
+		if last != nil && mode != "" {
+			// A relaunch into another mode: stop this one (the conductor already did) and start by the plan.
+			last = nil
+		}
 		if last != nil {
 			srv, err := last.Restart(ctx)
 			if err != nil {
@@ -181,7 +185,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				}
 			},
 		}
-		srv, onGPU, err := startEngine(ctx, e, cfg, stderr, logger)
+		srv, onGPU, err := startEngine(ctx, e, mode, cfg, stderr, logger)
 		if err != nil {
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
 		}

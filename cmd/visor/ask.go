@@ -48,7 +48,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 
 // startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
 // out-of-memory), otherwise with the flags as given. onGPU says the plan put the server on a GPU it found.
-func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, onGPU bool, _ error) {
+func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, onGPU bool, _ error) {
 	plain := func() (*llamacpp.Server, bool, error) {
 		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
 		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
@@ -75,6 +75,7 @@ func startEngine(ctx context.Context, e engineFlags, cfg llamacpp.Config, stderr
 	if err != nil {
 		return nil, false, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
 	}
+	res.Prefer = vram.Mode(mode)
 	srv, used, placed, err := launch.StartChecked(ctx, cfg, res, launch.Reporter(stderr))
 	if err != nil {
 		return nil, false, err

@@ -51,6 +51,16 @@ func (r Result) Candidates() []ModePlan {
 	if r.Projector == nil && len(r.Devices) > 1 {
 		rank = noVisionPreference
 	}
+	if r.Prefer != "" {
+		// A deliberate choice (the swap scheduler's relaunch) goes first; the others stay as fallbacks.
+		pref := map[Mode]int{r.Prefer: -1}
+		for m, v := range rank {
+			if m != r.Prefer {
+				pref[m] = v
+			}
+		}
+		rank = pref
+	}
 	sortByPreference(full, rank)
 	sortByPreference(reduced, rank)
 	return append(full, reduced...)

@@ -127,3 +127,18 @@ func modeStrings(ms []Mode) []string {
 	}
 	return out
 }
+
+// TestPreferPutsTheSchedulersChoiceFirst: a relaunch into a mode starts with it, keeping the others (in their
+// usual order) as fallbacks for an out-of-memory exit.
+func TestPreferPutsTheSchedulersChoiceFirst(t *testing.T) {
+	t.Parallel()
+	m := func(mode Mode) ModePlan { return ModePlan{Mode: mode, Available: true, Fits: true, Ctx: 32768, MaxCtx: 32768} }
+	r := Result{Modes: []ModePlan{m(ModeResident), m(ModeVisionCPU), m(ModeTextOnly), m(ModeVisionNoMTP)}, Prefer: ModeTextOnly}
+	var got []string
+	for _, p := range r.Candidates() {
+		got = append(got, string(p.Mode))
+	}
+	if want := "text-only resident vision-cpu vision-no-mtp"; strings.Join(got, " ") != want {
+		t.Fatalf("candidates %v, want %s", got, want)
+	}
+}

@@ -143,6 +143,8 @@ type Result struct {
 
 	// Devices are all the GPUs of a multi-device plan (PlanDevices); GPU is then the one single-device modes use.
 	Devices []Device `json:"devices,omitempty"`
+	// Prefer, when set, puts that mode first among the candidates to launch (the swap scheduler's choice).
+	Prefer Mode
 }
 
 // KVOffer is a KV cache type under which a mode fits at the full requested context.
