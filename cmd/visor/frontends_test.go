@@ -649,3 +649,59 @@ func TestCrashRecoveryInEveryFrontEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashRecoveryOfOneShotFrontEnds is crash recovery for ask and run, which start an engine per process or
+// reuse the one `visor serve` keeps: the served llama-server is killed between two turns of a session, and the
+// next turn is answered (by serve's restarted engine or one of its own) and continues the stored session.
+func TestCrashRecoveryOfOneShotFrontEnds(t *testing.T) {
+	bin := enginetest.Binary(t)
+	t.Setenv("VISOR_ENGINE_DIR", t.TempDir()) // a private run folder: no other test's `visor serve`
+	t.Setenv("VISOR_LLAMA_SERVER", bin)
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var serveOut, serveErr testkit.LockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--model", chat, "--plan", "off"}, strings.NewReader(""), &serveOut, &serveErr)
+	}()
+	waitFor(t, "serve to advertise its engine", func() bool {
+		files, _ := filepath.Glob(filepath.Join(runDir(), "*.json"))
+		return len(files) == 1
+	})
+	servedPID := func() int {
+		files, _ := filepath.Glob(filepath.Join(runDir(), "*.json"))
+		b, _ := os.ReadFile(files[0])
+		var st serveState
+		_ = json.Unmarshal(b, &st)
+		return st.PID
+	}
+	for _, fe := range []string{"ask", "run"} {
+		t.Run(fe, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "v.db")
+			d := startFrontEnd(t, fe, chat, "", db)
+			if a, err := d.send(t, "hello", nil); err != nil || a != "Hi!" {
+				t.Fatalf("first turn: %q %v\n%s", a, err, d.stderr())
+			}
+			pid := servedPID()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitFor(t, "the served engine to die", func() bool {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				return err != nil || strings.Fields(string(b))[2] == "Z"
+			})
+			a, err := d.send(t, "still there?", nil)
+			if err != nil || a != "Hi!" {
+				t.Fatalf("after the crash: %q %v\n%s\nserve: %s", a, err, d.stderr(), serveErr.String())
+			}
+			if n := len(storedMessages(t, db)); n != 4 {
+				t.Fatalf("%d stored messages, want both turns in one session", n)
+			}
+		})
+	}
+	cancel()
+	<-done
+}
