@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 	"strings"
 	"time"
 
@@ -74,6 +75,10 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		f.Close()
 	} else if !errors.Is(err, fs.ErrExist) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+			// /proc and read-only mounts answer "no such file" to a create: say what the user can do.
+			return nil, fmt.Errorf("memory: cannot create the database %s (%w): its folder is not writable; pass --db with a file in a folder you can write", abs, err)
+		}
 		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
 	}
 	logger := opts.Logger
@@ -109,6 +114,12 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	s := &Store{db: db, path: abs, logger: logger}
 	if err := s.init(ctx); err != nil {
 		db.Close()
+		if strings.Contains(err.Error(), "not a database") || strings.Contains(err.Error(), "malformed") {
+			return nil, fmt.Errorf("memory: %s is not a visor database (%w): pass --db with another file, or move this one away", abs, err)
+		}
+		if !strings.Contains(err.Error(), abs) {
+			return nil, fmt.Errorf("memory: %s: %w", abs, err)
+		}
 		return nil, err
 	}
 	return s, nil

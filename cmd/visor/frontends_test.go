@@ -108,6 +108,8 @@ func TestFirstMistakes(t *testing.T) {
 		{"endpoint not a URL", []string{"--endpoint", "localhost:8080"}, []string{"--endpoint localhost:8080", "http://"}},
 		{"model and endpoint", []string{"--model", chat, "--endpoint", "http://127.0.0.1:1"}, []string{"--model and --endpoint"}},
 		{"not a GGUF", []string{"--model", notGGUF, "--plan", "off"}, []string{"--model " + notGGUF}},
+		{"database on a read-only filesystem", []string{"--model", chat, "--db", "/proc/visor.db"}, []string{"/proc/visor.db", "pass --db"}},
+		{"database is not a database", []string{"--model", chat, "--db", notGGUF}, []string{notGGUF, "not a visor database", "pass --db"}},
 	}
 	for _, store := range []bool{false, true} {
 		for _, fe := range frontEnds {
@@ -115,13 +117,17 @@ func TestFirstMistakes(t *testing.T) {
 				if fe == "run" && c.name != "no model" && c.name != "wrong model path" {
 					continue // run takes its engine and tools from the agent file, not from flags
 				}
+				ownDB := strings.HasPrefix(c.name, "database")
+				if ownDB && !store {
+					continue
+				}
 				flags := append([]string(nil), c.flags...)
 				if fe == "run" && c.name == "wrong model path" {
 					flags = nil
 				}
-				if store {
+				if store && !ownDB {
 					flags = append(flags, "--db", filepath.Join(t.TempDir(), "v.db"))
-				} else {
+				} else if !store {
 					flags = append(flags, "--no-store")
 				}
 				args := commandFor(t, fe, flags)
