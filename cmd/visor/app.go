@@ -15,6 +15,7 @@ import (
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/images"
@@ -228,6 +229,8 @@ func (t turn) validate() error {
 	if e.model != "" {
 		if err := checkFile("--model", e.model, "the path of a GGUF model file"); err != nil {
 			errs = append(errs, err)
+		} else if err := checkModel(e.model, e.ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if e.mmproj != "" {
@@ -295,6 +298,22 @@ func (t turn) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkModel reads the model's header (milliseconds, even for a big model): a file that is no GGUF model, or a
+// context far past what the model was trained for (which llama-server would try to allocate for minutes before
+// failing with std::bad_alloc), is refused at once.
+func checkModel(path string, ctx int) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return fmt.Errorf("--model %s: not a GGUF model file (%v): give the path of a .gguf model", path, err)
+	}
+	train, ok := f.Uint(f.Arch() + ".context_length")
+	if ok && train > 0 && ctx > 0 && uint64(ctx) > 4*train {
+		return fmt.Errorf("--ctx %d: the model was trained for %d tokens; give at most %d (or 0 for the model's default)",
+			ctx, train, 4*train)
+	}
+	return nil
 }
 
 // checkFile refuses a missing file, a folder, or a FIFO or device (which would block the load) at once.

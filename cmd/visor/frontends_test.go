@@ -107,7 +107,8 @@ func TestFirstMistakes(t *testing.T) {
 		{"server is not llama-server", []string{"--model", chat, "--plan", "off", "--server", "/bin/true"}, []string{"is /bin/true llama-server", "--server"}},
 		{"endpoint not a URL", []string{"--endpoint", "localhost:8080"}, []string{"--endpoint localhost:8080", "http://"}},
 		{"model and endpoint", []string{"--model", chat, "--endpoint", "http://127.0.0.1:1"}, []string{"--model and --endpoint"}},
-		{"not a GGUF", []string{"--model", notGGUF, "--plan", "off"}, []string{"--model " + notGGUF}},
+		{"not a GGUF", []string{"--model", notGGUF, "--plan", "off"}, []string{"--model " + notGGUF, "not a GGUF model"}},
+		{"huge context", []string{"--model", chat, "--ctx", "999999999"}, []string{"--ctx 999999999", "trained for", "give at most"}},
 		{"database on a read-only filesystem", []string{"--model", chat, "--db", "/proc/visor.db"}, []string{"/proc/visor.db", "pass --db"}},
 		{"database is not a database", []string{"--model", chat, "--db", notGGUF}, []string{notGGUF, "not a visor database", "pass --db"}},
 	}
