@@ -163,8 +163,10 @@ func (g *Guard) Handler(next http.Handler) http.Handler {
 // check returns the status and message refusing r, or 0.
 func (g *Guard) check(r *http.Request) (int, string) {
 	if g.cfg.APIKey != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.cfg.APIKey)) != 1 {
+		// The scheme is case-insensitive (RFC 9110 §11.1); the key is not.
+		auth := r.Header.Get("Authorization")
+		ok := len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[7:])), []byte(g.cfg.APIKey)) != 1 {
 			return http.StatusUnauthorized, fmt.Sprintf("the %s needs its API key: send the header "+
 				"\"Authorization: Bearer KEY\" with the key it was started with", g.cfg.Name)
 		}

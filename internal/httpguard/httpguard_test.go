@@ -124,11 +124,13 @@ func TestAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With a key, a LAN name is fine: the key, not the Host, authenticates.
-	if status, body := do(t, g, req{method: "POST", host: "10.1.2.3:8765", ctype: "application/json", body: "{}",
-		auth: "Bearer s3cret"}); status != 200 {
-		t.Errorf("with the key: %d %s", status, body)
+	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "Bearer  s3cret "} {
+		if status, body := do(t, g, req{method: "POST", host: "10.1.2.3:8765", ctype: "application/json", body: "{}",
+			auth: auth}); status != 200 {
+			t.Errorf("with the key as %q: %d %s", auth, status, body)
+		}
 	}
-	for _, auth := range []string{"", "Bearer wrong", "s3cret", "Basic czNjcmV0"} {
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer S3CRET", "s3cret", "Basic czNjcmV0"} {
 		status, body := do(t, g, req{method: "POST", ctype: "application/json", body: "{}", auth: auth})
 		if status != 401 || !strings.Contains(body, "Authorization: Bearer KEY") {
 			t.Errorf("auth %q: %d %s", auth, status, body)

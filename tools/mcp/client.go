@@ -308,7 +308,7 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		// A grandchild holding stderr open must not stall Close for ever.
 		cmd.WaitDelay = 2 * time.Second
 		setProcAttr(cmd)
-		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		t = &commandTransport{cmd: cmd, terminate: 2 * time.Second}
 	default:
 		hc := &http.Client{Transport: headerTransport{headers: c.cfg.Headers, base: http.DefaultTransport}}
 		t = &sdk.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: hc}

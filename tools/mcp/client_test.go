@@ -65,8 +65,8 @@ func TestInMemoryServerToolsThroughRegistry(t *testing.T) {
 	for _, tl := range c.Tools() {
 		names = append(names, tl.Spec().Name)
 	}
-	// Seven tools over pages of two: every page must have been read.
-	want := []string{"t__crash", "t__echo", "t__fail", "t__files_read_v2", "t__pid", "t__screenshot", "t__slow"}
+	// Eight tools over pages of two: every page must have been read.
+	want := []string{"t__crash", "t__echo", "t__fail", "t__files_read_v2", "t__full_screenshot", "t__pid", "t__screenshot", "t__slow"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -347,7 +347,13 @@ func TestRegistryFollowsToolListChanges(t *testing.T) {
 // naming the server and what to check, instead of hanging visor.
 func TestInitializeTimeout(t *testing.T) {
 	stop := make(chan struct{})
+	// It never answers a POST (initialize); the DELETE the SDK sends when it gives up is refused at once, or
+	// the SDK's close would wait 5 more seconds on it.
 	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
 		select {
 		case <-r.Context().Done():
 		case <-stop:
@@ -365,6 +371,7 @@ func TestInitializeTimeout(t *testing.T) {
 			[]string{"MCP server web (" + silent.URL + "/mcp) did not answer initialize within 300ms", "streamable HTTP endpoint"}},
 	} {
 		tc.cfg.InitTimeout = 300 * time.Millisecond
+		start := time.Now()
 		done := make(chan error, 1)
 		go func() {
 			c, err := mcp.Connect(context.Background(), tc.cfg)
@@ -375,6 +382,7 @@ func TestInitializeTimeout(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
+			t.Logf("%s gave up after %s", tc.cfg.Name, time.Since(start))
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("%s: %v, want %q", tc.cfg.Name, err, w)
@@ -383,5 +391,20 @@ func TestInitializeTimeout(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%s: Connect still waiting after 20s with a 300ms InitTimeout", tc.cfg.Name)
 		}
+	}
+}
+
+// TestStdioCarriesAFullSizeImage: a stdio server's 20 MiB screenshot (a 27 MiB line) arrives whole; the SDK's
+// own command transport stopped at 16 MiB, dropped the connection, and the call read as a crash.
+func TestStdioCarriesAFullSizeImage(t *testing.T) {
+	c := connect(t, stdioConfig())
+	reg := registry(t, c)
+	before := pidOf(t, reg)
+	r := reg.Call(context.Background(), "sub__full_screenshot", nil)
+	if r.IsError || len(r.Images) != 1 || !bytes.Equal(r.Images[0].Data, fullSizeImage()) {
+		t.Fatalf("full-size image over stdio: error=%v %q, %d images", r.IsError, r.Text, len(r.Images))
+	}
+	if after := pidOf(t, reg); after != before {
+		t.Fatalf("the server was restarted (%d, then %d) by a full-size image", before, after)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/visorhq/visor/images"
 )
 
 // serverEnv makes the test binary serve MCP on stdio instead of running tests, so the stdio tests talk to a
@@ -47,6 +49,13 @@ func testPNG() []byte {
 	var b bytes.Buffer
 	_ = png.Encode(&b, img)
 	return b.Bytes()
+}
+
+// fullSizeImage is a PNG signature padded to the documented 20 MiB image limit: 27 MiB once base64 in a frame.
+func fullSizeImage() []byte {
+	b := make([]byte, images.DefaultMaxBytes)
+	copy(b, testPNG())
+	return b
 }
 
 // testServer has typed tools covering text, images, tool errors, a crash and a slow call. Its page size is
@@ -85,6 +94,10 @@ func testServer() *sdk.Server {
 			case <-time.After(time.Minute):
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "full_screenshot", Description: "An image at the documented 20 MiB limit"},
+		func(ctx context.Context, _ *sdk.CallToolRequest, _ empty) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{Data: fullSizeImage(), MIMEType: "image/png"}}}, nil, nil
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "files.read/v2", Description: "A name the Registry would refuse as is"},
 		func(ctx context.Context, _ *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
