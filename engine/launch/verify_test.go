@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/visorhq/visor/engine/enginetest"
@@ -55,9 +56,9 @@ func TestStartCheckedPlacement(t *testing.T) {
 	if a := launch.Attempts(res); len(a) != 1 || !strings.HasSuffix(strings.Join(a[0].Args, " "), " -lv 4") {
 		t.Fatalf("a two-device attempt must ask for the buffer lines (-lv 4): %+v", a)
 	}
-	var seen int
+	var seen atomic.Int64 // the observer runs on the server's log goroutine
 	s, used, placed, err := launch.StartChecked(context.Background(), llamacpp.Config{Binary: fakeTwoGPUServer(t, real),
-		OnLog: func(string) { seen++ }}, res, nil)
+		OnLog: func(string) { seen.Add(1) }}, res, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestStartCheckedPlacement(t *testing.T) {
 	if used.Name != "draft-apart (ctx 4096)" || placed.Mode != vram.ModeDraftApart || placed.Err != nil || len(placed.Checks) != 9 {
 		t.Errorf("started %q, placement %s with %d checks, err %v", used.Name, placed.Mode, len(placed.Checks), placed.Err)
 	}
-	if seen == 0 {
+	if seen.Load() == 0 {
 		t.Error("the caller's OnLog observer must still see the log")
 	}
 	// The same log against a plan that kept the MTP draft on the first device must not pass.
