@@ -132,7 +132,9 @@ func modeStrings(ms []Mode) []string {
 // usual order) as fallbacks for an out-of-memory exit.
 func TestPreferPutsTheSchedulersChoiceFirst(t *testing.T) {
 	t.Parallel()
-	m := func(mode Mode) ModePlan { return ModePlan{Mode: mode, Available: true, Fits: true, Ctx: 32768, MaxCtx: 32768} }
+	m := func(mode Mode) ModePlan {
+		return ModePlan{Mode: mode, Available: true, Fits: true, Ctx: 32768, MaxCtx: 32768}
+	}
 	r := Result{Modes: []ModePlan{m(ModeResident), m(ModeVisionCPU), m(ModeTextOnly), m(ModeVisionNoMTP)}, Prefer: ModeTextOnly}
 	var got []string
 	for _, p := range r.Candidates() {
