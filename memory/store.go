@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"syscall"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
