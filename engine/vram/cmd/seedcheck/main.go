@@ -102,14 +102,24 @@ func main() {
 	out := flag.String("out", ".", "folder for results.json and logs")
 	freeSpec := flag.String("free", "23.4GB", "free GPU memory to leave (the seed's budget)")
 	control := flag.Bool("control", true, "first run a start without warm-up, to show what it saves")
-	reps := flag.Int("reps", 5, "tokens/s measurements per client")
+	reps := flag.Int("reps", 6, "tokens/s measurements per client (pairs alternate which goes first)")
+	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
+	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
+	flag.StringVar(&dryMMProj, "mmproj", "", "with -dry: the projector")
 	flag.Parse()
 	ctx := context.Background()
+	dryRun = *dry
 	if err := run(ctx, *visor, *server, *work, *out, *freeSpec, *control, *reps); err != nil {
 		fmt.Fprintln(os.Stderr, "seedcheck:", err)
 		os.Exit(1)
 	}
 }
+
+// Dry-run settings: a CPU machine has no NVML and cannot hold the 17 GB stand-in.
+var (
+	dryRun              bool
+	dryModel, dryMMProj string
+)
 
 func say(f string, a ...any) { fmt.Printf("seedcheck: "+f+"\n", a...) }
 
@@ -122,13 +132,17 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 		return err
 	}
 	model, mmproj := filepath.Join(work, "qwen3.6-35b-a3b.gguf"), filepath.Join(work, "mmproj-qwen3.6.gguf")
-	kv, ts := modelgen.Qwen36()
-	if err := gguf.WriteFile(model, kv, ts); err != nil {
-		return err
-	}
-	kv, ts = modelgen.QwenVLProjector()
-	if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
-		return err
+	if dryRun {
+		model, mmproj = dryModel, dryMMProj
+	} else {
+		kv, ts := modelgen.Qwen36()
+		if err := gguf.WriteFile(model, kv, ts); err != nil {
+			return err
+		}
+		kv, ts = modelgen.QwenVLProjector()
+		if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
+			return err
+		}
 	}
 	shots := []*shot{{Name: "1440p-a", W: 2560, H: 1440, Seed: 1}, {Name: "1440p-b", W: 2560, H: 1440, Seed: 2},
 		{Name: "1080p", W: 1920, H: 1080, Seed: 3}, {Name: "largest-2048", W: 2048, H: 2048, Seed: 4},
@@ -150,9 +164,11 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 	rep := Report{GPU: mon.name, TotalMiB: mib(mon.total)}
 	rep.FreeStartMiB = mib(mon.free())
 	say("%s: %.0f MiB free of %.0f; holding memory until %.0f MiB are left", mon.name, rep.FreeStartMiB, rep.TotalMiB, mib(target))
-	left, err := ballast(ctx, target)
-	if err != nil {
-		return err
+	left := target
+	if !dryRun {
+		if left, err = ballast(ctx, target); err != nil {
+			return err
+		}
 	}
 	rep.FreeBallast = mib(left)
 	say("ballast holds %.0f MiB: %.0f MiB free", rep.FreeStartMiB-rep.FreeBallast, rep.FreeBallast)
@@ -317,12 +333,17 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 	}
 	if warm {
 		for i := range reps {
-			v, sv, err := streamVisor(ctx, c)
-			if err != nil {
-				return fail(err)
+			// Pairs alternate which client goes first, so neither gets a systematic position.
+			var v, sv, raw, rsv float64
+			var err, rerr error
+			if i%2 == 0 {
+				v, sv, err = streamVisor(ctx, c)
+				raw, rsv, rerr = streamRaw(ctx, url)
+			} else {
+				raw, rsv, rerr = streamRaw(ctx, url)
+				v, sv, err = streamVisor(ctx, c)
 			}
-			raw, rsv, err := streamRaw(ctx, url)
-			if err != nil {
+			if err = errors.Join(err, rerr); err != nil {
 				return fail(err)
 			}
 			r.VisorTPS, r.RawTPS = append(r.VisorTPS, v), append(r.RawTPS, raw)
@@ -371,7 +392,8 @@ func imageTurn(ctx context.Context, c *engine.Client, s *shot) Turn {
 }
 
 const tpsPrompt = "Write a long story about a lighthouse keeper."
-const tpsTokens = 512
+// tpsTokens is each tokens/s request's length (a variable so the CPU test can ask for fewer).
+var tpsTokens = 512
 
 // streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
 // own predicted_per_second.
@@ -556,6 +578,10 @@ type sample struct {
 }
 
 func newMonitor() (*monitor, error) {
+	if dryRun {
+		m := &monitor{name: "dry run (no GPU)", done: make(chan struct{})}
+		return m, nil
+	}
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML: %s", lib.ErrorString(ret))
@@ -588,6 +614,9 @@ func newMonitor() (*monitor, error) {
 }
 
 func (m *monitor) read() uint64 {
+	if m.lib == nil {
+		return 0
+	}
 	if mi, ret := m.dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
 		return mi.Free
 	}
@@ -611,4 +640,9 @@ func (m *monitor) minSince(t time.Time) uint64 {
 	return lo
 }
 
-func (m *monitor) stop() { close(m.done); m.lib.Shutdown() }
+func (m *monitor) stop() {
+	close(m.done)
+	if m.lib != nil {
+		m.lib.Shutdown()
+	}
+}
