@@ -392,6 +392,7 @@ func imageTurn(ctx context.Context, c *engine.Client, s *shot) Turn {
 }
 
 const tpsPrompt = "Write a long story about a lighthouse keeper."
+
 // tpsTokens is each tokens/s request's length (a variable so the CPU test can ask for fewer).
 var tpsTokens = 512
 
