@@ -485,14 +485,30 @@ func checks(rep Report) []string {
 	}
 	var main, ctl *Run
 	for i := range rep.Runs {
-		if rep.Runs[i].Warmup {
-			main = &rep.Runs[i]
+		r := &rep.Runs[i]
+		if r.Warmup {
+			main = r
 		} else {
-			ctl = &rep.Runs[i]
+			ctl = r
+		}
+		// Every failed turn and run is a FAIL of its own, the control run's too: a crash there is a crash a
+		// user without warm-up meets.
+		for _, t := range r.Turns {
+			if t.Err != "" {
+				add(false, "run %d (%s) image %s failed: %s", i, runKind(r), t.Image, t.Err)
+			}
+		}
+		if r.Err != "" {
+			add(false, "run %d (%s) did not complete: %s", i, runKind(r), r.Err)
 		}
 	}
-	if main == nil || main.Err != "" || len(main.Turns) < 4 {
-		add(false, "the warm-up run did not complete: %+v", main)
+	if main == nil {
+		add(false, "no warm-up run")
+		return out
+	}
+	if main.Err != "" || len(main.Turns) < 4 {
+		add(false, "the warm-up run did not complete: %d of 4 or more image turns, mode %q, error %q", len(main.Turns),
+			main.Mode, main.Err)
 		return out
 	}
 	errPct := 100 * (rep.PlanTotalMiB/main.PeakUseMiB - 1)
@@ -508,7 +524,7 @@ func checks(rep Report) []string {
 	}
 	add(min1440 >= 0.9*rep.PlanMarginMiB, "min free during 1440p turns %.0f MiB vs planned margin %.0f MiB (≥ 90%%: %.0f); plan expected %.0f (margin + headroom)",
 		min1440, rep.PlanMarginMiB, 0.9*rep.PlanMarginMiB, rep.PlanMarginMiB+rep.PlanHeadroom)
-	add(!oom && main.Err == "", "no OOM or failed turn")
+	add(!oom && main.Err == "", "no OOM or failed turn in the warm-up run")
 	first, later := main.Turns[0].TTFTSeconds, main.Turns[1].TTFTSeconds
 	add(first > 0 && later > 0 && first <= 2*later, "first image after start TTFT %.2f s vs later image %.2f s (≤ 2×: ratio %.2f)", first, later, first/later)
 	if ctl != nil && len(ctl.Turns) > 1 {
@@ -527,6 +543,13 @@ func checks(rep Report) []string {
 	}
 	out = append(out, fmt.Sprintf("info  client rate / server rate: visor %.3f, raw %.3f", median(ov), median(or)))
 	return out
+}
+
+func runKind(r *Run) string {
+	if r.Warmup {
+		return "with warm-up"
+	}
+	return "without warm-up"
 }
 
 func median(xs []float64) float64 {
