@@ -253,8 +253,14 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 	if err := os.MkdirAll(shader, 0o755); err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(visor, "serve", "--model", model, "--mmproj", mmproj, "--server", server,
-		fmt.Sprintf("--warmup=%v", warm))
+	args := []string{"serve", "--model", model, "--mmproj", mmproj, "--server", server, fmt.Sprintf("--warmup=%v", warm)}
+	if !warm {
+		// The control run's log carries llama-server's buffer sizes and its exit breakdown (-lv 4), to compare
+		// the plan's components with; the measured run keeps the default verbosity, so its tokens/s are the
+		// user's.
+		args = append(args, "--server-arg", "-lv", "--server-arg", "4")
+	}
+	cmd := exec.Command(visor, args...)
 	// A fresh, private driver shader cache: every run pays the one-time pipeline compiles of a new install.
 	cmd.Env = append(os.Environ(), "VISOR_ENGINE_DIR="+state, "__GL_SHADER_DISK_CACHE_PATH="+shader,
 		"__GL_SHADER_DISK_CACHE=1", "__GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1")
