@@ -456,6 +456,9 @@ func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuPr
 		if gpuProj {
 			extra++
 		}
+		if swap {
+			extra = min(extra, 1) // the draft context and the encoder take turns
+		}
 		if extra > 0 {
 			overhead += extra * contextOverhead
 			note += fmt.Sprintf(", + %s for each of %d further contexts (MTP draft, vision encoder)", mib(contextOverhead), extra)
