@@ -447,25 +447,33 @@ func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuPr
 			add("projector (swaps with MTP draft)", projBytes, 0, fmt.Sprintf("MTP draft needs %s", mib(mtpBytes)))
 		}
 	}
-	overhead, note := o.Overhead, "CUDA/Vulkan context of the server process"
-	if !o.CPU && o.Overhead > 0 {
-		var extra uint64
-		if useMTP {
-			extra++
-		}
-		if gpuProj {
-			extra++
-		}
-		if swap {
-			extra = min(extra, 1) // the draft context and the encoder take turns
-		}
-		if extra > 0 {
-			overhead += extra * contextOverhead
-			note += fmt.Sprintf(", + %s for each of %d further contexts (MTP draft, vision encoder)", mib(contextOverhead), extra)
-		}
+	contexts := uint64(1)
+	if useMTP {
+		contexts++
 	}
-	add("driver context", overhead, 0, note)
+	if gpuProj {
+		contexts++
+	}
+	if swap {
+		contexts = min(contexts, 2) // the draft context and the encoder take turns
+	}
+	note = "CUDA/Vulkan context of the server process"
+	if o.CPU {
+		contexts = 1 // no GPU contexts: Overhead is 0 there
+	} else if contexts > 1 {
+		note += fmt.Sprintf(", + %s for each further context (MTP draft, vision encoder)", mib(contextOverhead))
+	}
+	add("driver context", driverContext(o.Overhead, contexts), 0, note)
 	return cs
+}
+
+// driverContext is the memory a device holds beyond the server's buffers when contexts of the server (main,
+// MTP draft, encoder) have buffers on it: overhead for the first, contextOverhead for each further one.
+func driverContext(overhead, contexts uint64) uint64 {
+	if overhead == 0 || contexts <= 1 {
+		return overhead
+	}
+	return overhead + (contexts-1)*contextOverhead
 }
 
 // kvPerToken is the KV bytes per context cell over layers.
