@@ -134,3 +134,22 @@ func (c *Client) post(ctx context.Context, path string, body []byte, out any) er
 	}
 	return nil
 }
+
+// Tokenize returns the token ids the server's tokenizer gives text (POST /tokenize, special tokens parsed as
+// text, no BOS added).
+func (c *Client) Tokenize(ctx context.Context, text string) ([]int, error) {
+	body, err := json.Marshal(map[string]any{"content": text})
+	if err != nil {
+		return nil, fmt.Errorf("tokenize at %s: %w", c.base, err)
+	}
+	var out struct {
+		Tokens *[]int `json:"tokens"`
+	}
+	if err := c.post(ctx, "/tokenize", body, &out); err != nil {
+		return nil, err
+	}
+	if out.Tokens == nil {
+		return nil, fmt.Errorf("POST %s/tokenize: the answer has no tokens", c.base)
+	}
+	return *out.Tokens, nil
+}

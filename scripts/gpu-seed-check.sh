@@ -11,8 +11,9 @@
 #   CGO_ENABLED=1 go build -tags sqlite_fts5 -ldflags=-s -o .cache/visor ./cmd/visor
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
 # Run (on the GPU machine, from the repository root): scripts/gpu-seed-check.sh [seedcheck flags, e.g. -free 23.4GB]
-# Results: $OUT/results.json, the llama-server logs, the screenshots, and PASS/FAIL lines on stdout. Skips (exit 0)
-# without an NVIDIA GPU, and in CI.
+# Without a GPU, `seedcheck -dry -model M -mmproj P` checks the flow on the CPU with small models (no NVML, no ballast).
+# Results: $OUT/results.json, the llama-server logs and PASS/FAIL lines on stdout (the screenshots stay in the work
+# folder). Skips (exit 0) without an NVIDIA GPU, and in CI.
 set -euo pipefail
 
 if [ -n "${CI:-}" ]; then echo "gpu-seed-check: skipped in CI (needs an NVIDIA GPU)"; exit 0; fi

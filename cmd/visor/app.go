@@ -190,6 +190,12 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 		if err != nil {
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
 		}
+		if e.mmproj != "" {
+			if err := llamacpp.CheckTokenizer(ctx, srv.Client(), filepath.Base(e.model)); err != nil {
+				_ = srv.Stop(context.Background())
+				return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
+			}
+		}
 		if onGPU && e.warmup {
 			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it
 			// now, with progress on screen, rather than silently on the user's first screenshot.

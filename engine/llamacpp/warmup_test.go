@@ -24,6 +24,9 @@ func TestWarmup(t *testing.T) {
 	if !props.Vision {
 		t.Fatal("premise: the tiny server has vision")
 	}
+	if err := llamacpp.CheckTokenizer(ctx, s.Client(), "tiny"); err != nil {
+		t.Errorf("CheckTokenizer on the tiny chat model: %v", err)
+	}
 	var steps []string
 	st, err := llamacpp.Warmup(ctx, s.Client(), props, func(m string) { steps = append(steps, m) })
 	if err != nil {

@@ -266,13 +266,21 @@ func randomData(rng *rand.Rand, t gguf.Tensor) []byte {
 	return b
 }
 
-// Vocab returns a minimal GPT-2-style tokenizer of n distinct tokens that llama.cpp accepts: no merges, so text
-// tokenizes poorly, which header-only models never need to do well.
+// Vocab returns a minimal GPT-2-style tokenizer of n distinct tokens that llama.cpp accepts. Its first 256 tokens
+// are the 256 bytes in GPT-2's byte alphabet, so any text tokenizes to one token per byte (there are no merges);
+// the rest are fillers ("t256", …) that text never produces. Header-only models need no better tokenizer, but
+// they do need this one: llama.cpp drops the bytes a vocabulary lacks, and a vocabulary without them turns every
+// text into no tokens at all, so that an image request becomes a prompt of only the image, on which llama-server
+// b11669 aborts (GGML_ASSERT(batch.size() > 0) in pre_decode). With n < 256 only the first n bytes tokenize.
 func Vocab(n int) []gguf.KV {
 	toks := make([]string, n)
 	types := make([]int32, n)
 	for i := range toks {
-		toks[i] = "t" + strconv.Itoa(i)
+		if i < 256 {
+			toks[i] = string(byteRune(byte(i)))
+		} else {
+			toks[i] = "t" + strconv.Itoa(i)
+		}
 		types[i] = 1
 	}
 	return []gguf.KV{
@@ -282,4 +290,24 @@ func Vocab(n int) []gguf.KV {
 		{Key: "tokenizer.ggml.token_type", Value: types},
 		{Key: "tokenizer.ggml.merges", Value: []string{}},
 	}
+}
+
+// byteRune is GPT-2's printable stand-in for byte b (bytes_to_unicode in its encoder.py, which llama.cpp's
+// byte-level BPE follows): printable Latin-1 bytes stand for themselves, the other 68 take the code points from
+// U+0100 on, in byte order.
+func byteRune(b byte) rune {
+	if gpt2Printable(b) {
+		return rune(b)
+	}
+	n := 0
+	for c := range b {
+		if !gpt2Printable(c) {
+			n++
+		}
+	}
+	return rune(0x100 + n)
+}
+
+func gpt2Printable(b byte) bool {
+	return ('!' <= b && b <= '~') || (0xA1 <= b && b <= 0xAC) || 0xAE <= b
 }

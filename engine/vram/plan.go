@@ -18,6 +18,12 @@ const (
 	// DefaultOverhead is the driver context llama-server's process holds beyond its buffers: measured 65–97 MiB
 	// on the H200 through Vulkan (docs/engine-notes.md §7); CUDA's is larger, so raise it there.
 	DefaultOverhead = 100 * MiB
+	// contextOverhead is what each further GPU context of the server (the MTP draft's, the vision encoder's) adds
+	// to the driver context: the H200 run of the seed check (Vulkan, resident mode: main + MTP draft + encoder)
+	// measured 229–240 MiB held beyond llama.cpp's reservations after the first requests, against about 100 for
+	// one context (engine-notes §7, §9). How the 140 MiB divides between the two further contexts was not measured;
+	// half each is an assumption.
+	contextOverhead = 70 * MiB
 	DefaultUBatch   = 512
 	DefaultDraftMax = 3
 	// ctxPad is the granularity llama.cpp rounds n_ctx up to (seen: -c 1000 gives n_ctx 1024).
@@ -420,10 +426,17 @@ func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuPr
 	if gpuProj {
 		patches := encoderPatches(proj.Projector, o.imageTokens)
 		enc := encoderCompute(proj.Projector, patches)
-		projBytes = proj.WeightBytes + enc
+		var staging uint64
+		if !o.CPU {
+			staging = encoderStaging(proj.Projector, o.imageTokens)
+		}
+		projBytes = proj.WeightBytes + enc + staging
 		if !swap {
 			add("projector", proj.WeightBytes, 0, proj.Projector.Type)
 			add("encoder compute", enc, 0, fmt.Sprintf("largest image: %d tokens (%d patches)", o.imageTokens, patches))
+			if staging > 0 {
+				add("encoder staging", staging, 0, "GPU backend memory an encode grows beyond the reservation")
+			}
 		}
 	}
 	if swap {
@@ -434,8 +447,33 @@ func components(model Facts, proj *Facts, o resolved, ub, ctx int, useMTP, gpuPr
 			add("projector (swaps with MTP draft)", projBytes, 0, fmt.Sprintf("MTP draft needs %s", mib(mtpBytes)))
 		}
 	}
-	add("driver context", o.Overhead, 0, "CUDA/Vulkan context of the server process")
+	contexts := uint64(1)
+	if useMTP {
+		contexts++
+	}
+	if gpuProj {
+		contexts++
+	}
+	if swap {
+		contexts = min(contexts, 2) // the draft context and the encoder take turns
+	}
+	note = "CUDA/Vulkan context of the server process"
+	if o.CPU {
+		contexts = 1 // no GPU contexts: Overhead is 0 there
+	} else if contexts > 1 {
+		note += fmt.Sprintf(", + %s for each further context (MTP draft, vision encoder)", mib(contextOverhead))
+	}
+	add("driver context", driverContext(o.Overhead, contexts), 0, note)
 	return cs
+}
+
+// driverContext is the memory a device holds beyond the server's buffers when contexts of the server (main,
+// MTP draft, encoder) have buffers on it: overhead for the first, contextOverhead for each further one.
+func driverContext(overhead, contexts uint64) uint64 {
+	if overhead == 0 || contexts <= 1 {
+		return overhead
+	}
+	return overhead + (contexts-1)*contextOverhead
 }
 
 // kvPerToken is the KV bytes per context cell over layers.
@@ -490,6 +528,19 @@ func encoderCompute(p *Projector, patches int) uint64 {
 	}
 	// CLIP/SigLIP (LLaVA-style): 17 MiB measured for a CLIP-L/14 at 336 px, about 8 × n_embd floats per patch.
 	return uint64(patches) * 4 * 8 * uint64(p.EmbedDim)
+}
+
+// encoderStaging is the GPU memory encoding the largest image (tokens after merging) adds beyond the encoder's
+// reservation, measured for Qwen-VL only: on the H200 through Vulkan NVML's use grew 101.7 MiB more than the
+// reservation at 14,400 patches (2560×1440) and 119.1 MiB more at 16,384 (2048×2048), about 6.5 B per patch and
+// n_embd; it stays allocated after the encode, as the reservation does. The warm-up reservation at load does not
+// grow it (NVML saw the plain driver context then), so it follows the largest image actually sent.
+func encoderStaging(p *Projector, tokens int) uint64 {
+	if !p.Dynamic {
+		return 0 // not measured for CLIP/SigLIP; their encodes are small
+	}
+	m := max(p.MergeSize, 1)
+	return uint64(tokens*m*m) * uint64(p.EmbedDim) * 13 / 2
 }
 
 func args(model Facts, proj *Facts, o resolved, m Mode, ub, ctx int, useMTP bool) []string {

@@ -327,3 +327,40 @@ func TestCPUPlan(t *testing.T) {
 		t.Error("meminfo without MemAvailable accepted")
 	}
 }
+
+// TestSeedCheckH200 replays the H200 seed check (Vulkan, 22,317 MiB free, resident at the 141,312 tokens the plan
+// launched with, f16 KV): NVML's use at its peak must match the plan within 0.5%, so that the 1,024 MiB margin is
+// what stays free. Measured (two starts): 21,554 and 21,544 MiB after the 2048×2048 screenshot (4,096 image
+// tokens, the plan's largest), 21,478 and 21,468 after the first 2560×1440 one (3,600 tokens). The plan without
+// the encoder's staging and the further contexts' driver memory was 21,292 MiB: 252 MiB short, and the minimum
+// free memory during 1440p turns fell to 769 MiB. Those runs fitted the encoder staging and the further contexts'
+// driver memory; the next run, at the 130,304 tokens the corrected plan chose, checks them: 21,294 and 21,289 MiB
+// at the peak, 1,024 MiB left free.
+func TestSeedCheckH200(t *testing.T) {
+	t.Parallel()
+	model, mmproj := blogFiles(t)
+	gpu := StaticGPUs{{Index: 0, Name: "NVIDIA H200", Total: 143771 * MiB, Free: 22317 * MiB, Source: "test"}}
+	for _, c := range []struct {
+		name     string
+		ctx      int
+		pixels   int
+		measured float64
+	}{{"largest (2048×2048)", 141312, 0, 21549}, {"1440p", 141312, 2560 * 1440, 21473},
+		{"largest at the corrected plan's context", 130304, 0, 21291}} {
+		o := Options{Ctx: c.ctx, Parallel: 1, DraftMax: 3, MaxImagePixels: c.pixels}
+		res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, GPU: "auto", Source: gpu, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := res.Mode(ModeResident)
+		if !ok {
+			t.Fatal("no resident mode")
+		}
+		got := float64(p.Total) / MiB
+		t.Logf("%s: planned %.0f MiB, measured %.0f", c.name, got, c.measured)
+		if d := math.Abs(got/c.measured - 1); d > 0.005 {
+			t.Errorf("%s: resident total %.0f MiB, NVML measured %.0f (%+.1f%%, tolerance 0.5%%)", c.name, got, c.measured,
+				100*(got/c.measured-1))
+		}
+	}
+}

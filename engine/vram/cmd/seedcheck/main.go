@@ -102,14 +102,24 @@ func main() {
 	out := flag.String("out", ".", "folder for results.json and logs")
 	freeSpec := flag.String("free", "23.4GB", "free GPU memory to leave (the seed's budget)")
 	control := flag.Bool("control", true, "first run a start without warm-up, to show what it saves")
-	reps := flag.Int("reps", 5, "tokens/s measurements per client")
+	reps := flag.Int("reps", 6, "tokens/s measurements per client (pairs alternate which goes first)")
+	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
+	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
+	flag.StringVar(&dryMMProj, "mmproj", "", "with -dry: the projector")
 	flag.Parse()
 	ctx := context.Background()
+	dryRun = *dry
 	if err := run(ctx, *visor, *server, *work, *out, *freeSpec, *control, *reps); err != nil {
 		fmt.Fprintln(os.Stderr, "seedcheck:", err)
 		os.Exit(1)
 	}
 }
+
+// Dry-run settings: a CPU machine has no NVML and cannot hold the 17 GB stand-in.
+var (
+	dryRun              bool
+	dryModel, dryMMProj string
+)
 
 func say(f string, a ...any) { fmt.Printf("seedcheck: "+f+"\n", a...) }
 
@@ -122,13 +132,17 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 		return err
 	}
 	model, mmproj := filepath.Join(work, "qwen3.6-35b-a3b.gguf"), filepath.Join(work, "mmproj-qwen3.6.gguf")
-	kv, ts := modelgen.Qwen36()
-	if err := gguf.WriteFile(model, kv, ts); err != nil {
-		return err
-	}
-	kv, ts = modelgen.QwenVLProjector()
-	if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
-		return err
+	if dryRun {
+		model, mmproj = dryModel, dryMMProj
+	} else {
+		kv, ts := modelgen.Qwen36()
+		if err := gguf.WriteFile(model, kv, ts); err != nil {
+			return err
+		}
+		kv, ts = modelgen.QwenVLProjector()
+		if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
+			return err
+		}
 	}
 	shots := []*shot{{Name: "1440p-a", W: 2560, H: 1440, Seed: 1}, {Name: "1440p-b", W: 2560, H: 1440, Seed: 2},
 		{Name: "1080p", W: 1920, H: 1080, Seed: 3}, {Name: "largest-2048", W: 2048, H: 2048, Seed: 4},
@@ -150,9 +164,11 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 	rep := Report{GPU: mon.name, TotalMiB: mib(mon.total)}
 	rep.FreeStartMiB = mib(mon.free())
 	say("%s: %.0f MiB free of %.0f; holding memory until %.0f MiB are left", mon.name, rep.FreeStartMiB, rep.TotalMiB, mib(target))
-	left, err := ballast(ctx, target)
-	if err != nil {
-		return err
+	left := target
+	if !dryRun {
+		if left, err = ballast(ctx, target); err != nil {
+			return err
+		}
 	}
 	rep.FreeBallast = mib(left)
 	say("ballast holds %.0f MiB: %.0f MiB free", rep.FreeStartMiB-rep.FreeBallast, rep.FreeBallast)
@@ -237,8 +253,14 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 	if err := os.MkdirAll(shader, 0o755); err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(visor, "serve", "--model", model, "--mmproj", mmproj, "--server", server,
-		fmt.Sprintf("--warmup=%v", warm))
+	args := []string{"serve", "--model", model, "--mmproj", mmproj, "--server", server, fmt.Sprintf("--warmup=%v", warm)}
+	if !warm {
+		// The control run's log carries llama-server's buffer sizes and its exit breakdown (-lv 4), to compare
+		// the plan's components with; the measured run keeps the default verbosity, so its tokens/s are the
+		// user's.
+		args = append(args, "--server-arg", "-lv", "--server-arg", "4")
+	}
+	cmd := exec.Command(visor, args...)
 	// A fresh, private driver shader cache: every run pays the one-time pipeline compiles of a new install.
 	cmd.Env = append(os.Environ(), "VISOR_ENGINE_DIR="+state, "__GL_SHADER_DISK_CACHE_PATH="+shader,
 		"__GL_SHADER_DISK_CACHE=1", "__GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1")
@@ -317,12 +339,17 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 	}
 	if warm {
 		for i := range reps {
-			v, sv, err := streamVisor(ctx, c)
-			if err != nil {
-				return fail(err)
+			// Pairs alternate which client goes first, so neither gets a systematic position.
+			var v, sv, raw, rsv float64
+			var err, rerr error
+			if i%2 == 0 {
+				v, sv, err = streamVisor(ctx, c)
+				raw, rsv, rerr = streamRaw(ctx, url)
+			} else {
+				raw, rsv, rerr = streamRaw(ctx, url)
+				v, sv, err = streamVisor(ctx, c)
 			}
-			raw, rsv, err := streamRaw(ctx, url)
-			if err != nil {
+			if err = errors.Join(err, rerr); err != nil {
 				return fail(err)
 			}
 			r.VisorTPS, r.RawTPS = append(r.VisorTPS, v), append(r.RawTPS, raw)
@@ -371,7 +398,9 @@ func imageTurn(ctx context.Context, c *engine.Client, s *shot) Turn {
 }
 
 const tpsPrompt = "Write a long story about a lighthouse keeper."
-const tpsTokens = 512
+
+// tpsTokens is each tokens/s request's length (a variable so the CPU test can ask for fewer).
+var tpsTokens = 512
 
 // streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
 // own predicted_per_second.
@@ -462,14 +491,30 @@ func checks(rep Report) []string {
 	}
 	var main, ctl *Run
 	for i := range rep.Runs {
-		if rep.Runs[i].Warmup {
-			main = &rep.Runs[i]
+		r := &rep.Runs[i]
+		if r.Warmup {
+			main = r
 		} else {
-			ctl = &rep.Runs[i]
+			ctl = r
+		}
+		// Every failed turn and run is a FAIL of its own, the control run's too: a crash there is a crash a
+		// user without warm-up meets.
+		for _, t := range r.Turns {
+			if t.Err != "" {
+				add(false, "run %d (%s) image %s failed: %s", i, runKind(r), t.Image, t.Err)
+			}
+		}
+		if r.Err != "" {
+			add(false, "run %d (%s) did not complete: %s", i, runKind(r), r.Err)
 		}
 	}
-	if main == nil || main.Err != "" || len(main.Turns) < 4 {
-		add(false, "the warm-up run did not complete: %+v", main)
+	if main == nil {
+		add(false, "no warm-up run")
+		return out
+	}
+	if main.Err != "" || len(main.Turns) < 4 {
+		add(false, "the warm-up run did not complete: %d of 4 or more image turns, mode %q, error %q", len(main.Turns),
+			main.Mode, main.Err)
 		return out
 	}
 	errPct := 100 * (rep.PlanTotalMiB/main.PeakUseMiB - 1)
@@ -485,7 +530,7 @@ func checks(rep Report) []string {
 	}
 	add(min1440 >= 0.9*rep.PlanMarginMiB, "min free during 1440p turns %.0f MiB vs planned margin %.0f MiB (≥ 90%%: %.0f); plan expected %.0f (margin + headroom)",
 		min1440, rep.PlanMarginMiB, 0.9*rep.PlanMarginMiB, rep.PlanMarginMiB+rep.PlanHeadroom)
-	add(!oom && main.Err == "", "no OOM or failed turn")
+	add(!oom && main.Err == "", "no OOM or failed turn in the warm-up run")
 	first, later := main.Turns[0].TTFTSeconds, main.Turns[1].TTFTSeconds
 	add(first > 0 && later > 0 && first <= 2*later, "first image after start TTFT %.2f s vs later image %.2f s (≤ 2×: ratio %.2f)", first, later, first/later)
 	if ctl != nil && len(ctl.Turns) > 1 {
@@ -504,6 +549,13 @@ func checks(rep Report) []string {
 	}
 	out = append(out, fmt.Sprintf("info  client rate / server rate: visor %.3f, raw %.3f", median(ov), median(or)))
 	return out
+}
+
+func runKind(r *Run) string {
+	if r.Warmup {
+		return "with warm-up"
+	}
+	return "without warm-up"
 }
 
 func median(xs []float64) float64 {
@@ -556,6 +608,10 @@ type sample struct {
 }
 
 func newMonitor() (*monitor, error) {
+	if dryRun {
+		m := &monitor{name: "dry run (no GPU)", done: make(chan struct{})}
+		return m, nil
+	}
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML: %s", lib.ErrorString(ret))
@@ -588,6 +644,9 @@ func newMonitor() (*monitor, error) {
 }
 
 func (m *monitor) read() uint64 {
+	if m.lib == nil {
+		return 0
+	}
 	if mi, ret := m.dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
 		return mi.Free
 	}
@@ -611,4 +670,9 @@ func (m *monitor) minSince(t time.Time) uint64 {
 	return lo
 }
 
-func (m *monitor) stop() { close(m.done); m.lib.Shutdown() }
+func (m *monitor) stop() {
+	close(m.done)
+	if m.lib != nil {
+		m.lib.Shutdown()
+	}
+}

@@ -40,6 +40,7 @@ func TestScreenshot(t *testing.T) {
 func TestClientsAgainstRealServer(t *testing.T) {
 	s := enginetest.Tiny(t, true, llamacpp.Config{Ctx: 2048})
 	ctx := context.Background()
+	tpsTokens = 64
 	v, sv, err := streamVisor(ctx, s.Client())
 	if err != nil || v <= 0 || sv <= 0 {
 		t.Fatalf("visor stream: %v %v %v", v, sv, err)

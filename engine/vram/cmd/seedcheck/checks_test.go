@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestChecksFailEveryFailedTurn replays the H200 run where the engine aborted on the first image: the control
+// run's turns failed and the warm-up run never served. Each failed turn must be a FAIL line of its own, naming
+// its run and image, and so must the run that did not complete.
+func TestChecksFailEveryFailedTurn(t *testing.T) {
+	rep := Report{PlanMarginMiB: 1024, PlanTotalMiB: 20000, Runs: []Run{
+		{Warmup: false, Mode: "resident", Turns: []Turn{
+			{Image: "1440p-a", Err: "stream ended before the server finished: unexpected EOF"},
+			{Image: "1440p-b", Err: "connection refused"},
+			{Image: "1080p", TTFTSeconds: 1.2, MinFreeMiB: 900},
+		}},
+		{Warmup: true, Err: "visor serve exited before serving"},
+	}}
+	lines := checks(rep)
+	want := []string{
+		"FAIL  run 0 (without warm-up) image 1440p-a failed: stream ended",
+		"FAIL  run 0 (without warm-up) image 1440p-b failed: connection refused",
+		"FAIL  run 1 (with warm-up) did not complete: visor serve exited before serving",
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, w)
+		}
+		if !found {
+			t.Errorf("no line %q in:\n%s", w, strings.Join(lines, "\n"))
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "1080p") {
+			t.Errorf("the turn that worked is reported as failed: %s", l)
+		}
+		if strings.HasPrefix(l, "PASS") {
+			t.Errorf("a PASS although the warm-up run never served: %s", l)
+		}
+	}
+}
+
+// TestChecksFailFailedTurnInCompleteRun: a warm-up run that completed but lost one turn still says which.
+func TestChecksFailFailedTurnInCompleteRun(t *testing.T) {
+	ok := Turn{Image: "1440p-a", TTFTSeconds: 1, MinFreeMiB: 1000}
+	rep := Report{PlanMarginMiB: 1024, PlanTotalMiB: 20000, Runs: []Run{{Warmup: true, PeakUseMiB: 20100,
+		Turns: []Turn{ok, {Image: "1440p-b", TTFTSeconds: 1, MinFreeMiB: 1000}, {Image: "1080p", Err: "HTTP 500: OOM"},
+			{Image: "largest-2048", TTFTSeconds: 1, MinFreeMiB: 990}}, VisorTPS: []float64{100}, RawTPS: []float64{100}}}}
+	lines := strings.Join(checks(rep), "\n")
+	for _, w := range []string{"FAIL  run 0 (with warm-up) image 1080p failed: HTTP 500: OOM",
+		"FAIL  no OOM or failed turn in the warm-up run", "PASS  plan 20000 MiB vs NVML peak use 20100 MiB"} {
+		if !strings.Contains(lines, w) {
+			t.Errorf("no %q in:\n%s", w, lines)
+		}
+	}
+}
