@@ -10,11 +10,11 @@ test:            ## install the engine and run every test, real-engine tests inc
 engine:          ## install Debian's llama-server into ~/.cache/visor/engine
 	scripts/install-engine.sh
 
-build:
-	go build -tags sqlite_fts5 -o bin/visor ./cmd/visor
+build:           ## build bin/visor (a plain `go install ./cmd/visor` works too)
+	@. scripts/cgo-flags.sh && go build -o bin/visor ./cmd/visor
 
 vet:
 	gofmt -l . | (! grep .) && go vet ./...
 
 bench:           ## benchmarks against the real engine
-	VISOR_LLAMA_SERVER=$${VISOR_LLAMA_SERVER:-$$HOME/.cache/visor/engine/bin/llama-server} go test -tags sqlite_fts5 -run '^$$' -bench . -benchtime 3x ./...
+	. scripts/cgo-flags.sh && VISOR_LLAMA_SERVER=$${VISOR_LLAMA_SERVER:-$$HOME/.cache/visor/engine/bin/llama-server} go test -run '^$$' -bench . -benchtime 3x ./...

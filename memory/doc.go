@@ -1,12 +1,12 @@
 // Package memory stores conversations in one SQLite file: sessions, messages, tool runs, images as exact bytes,
 // engine events; full-text search, resume and fork. It does not call the model.
 //
-// # Build tag: sqlite_fts5 is required
+// # SQLite
 //
-// Build and test with `-tags sqlite_fts5` (e.g. `go test -tags sqlite_fts5 ./...`, `go install -tags
-// sqlite_fts5 ./cmd/visor`). mattn/go-sqlite3 (checked up to v1.14.53) compiles FTS5 only under that tag
-// (or `fts5`); without it Open fails with ErrNoFTS5 naming the tag, rather than later, on the first search.
-// Setting CGO_CFLAGS=-DSQLITE_ENABLE_FTS5 works too, but a tag is easier to see in a Makefile.
+// The driver is modernc.org/sqlite, SQLite translated to Go: FTS5 is always compiled in, so a plain `go build`
+// or `go install` gives a working store (mattn/go-sqlite3 compiles FTS5 only under a build tag, which `go
+// install …@latest` never passes). Open still checks for FTS5 and fails with ErrNoFTS5 rather than on the first
+// search.
 //
 // # Design
 //

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"unicode"
 
-	sqlite3 "github.com/mattn/go-sqlite3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Search finds messages and tool runs matching q, best first (bm25; body text weighs twice as much as
@@ -77,8 +78,8 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 func searchError(q Query, err error) error {
 	// FTS5 reports query syntax errors as generic SQLITE_ERROR; with quoted terms they cannot happen, so
 	// in raw mode that code means the user's syntax.
-	var se sqlite3.Error
-	if q.Raw && errors.As(err, &se) && se.Code == sqlite3.ErrError {
+	var se *sqlite.Error
+	if q.Raw && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_ERROR {
 		return fmt.Errorf("memory: search %q: %v: %w (quote terms with \"…\", or search without raw syntax)", q.Text, err, ErrBadQuery)
 	}
 	return fmt.Errorf("memory: search %q: %w", q.Text, err)

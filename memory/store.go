@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, FTS5 built in
 )
 
 //go:embed migrations/*.sql
@@ -107,7 +107,7 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	if !strings.HasPrefix(dsn, "file://") {
 		return nil, fmt.Errorf("memory: open %s: cannot form a database URI: %w", abs, ErrInvalidInput)
 	}
-	db, err := sql.Open("sqlite3", dsn)
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
 	}
@@ -147,7 +147,7 @@ func (s *Store) init(ctx context.Context) error {
 		return fmt.Errorf("memory: open %s: %w", s.path, err)
 	}
 	if !fts5 {
-		return fmt.Errorf("memory: open %s: %w: build visor with `-tags sqlite_fts5` (mattn/go-sqlite3 leaves it out by default)", s.path, ErrNoFTS5)
+		return fmt.Errorf("memory: open %s: %w: the SQLite driver was built without it", s.path, ErrNoFTS5)
 	}
 	migs, err := loadMigrations()
 	if err != nil {

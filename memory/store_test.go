@@ -697,7 +697,7 @@ func TestMigrationsFromEmptyAndFromVersion1(t *testing.T) {
 
 	// A file made by a version-1 visor, with data in it.
 	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite3", path+"?_foreign_keys=1")
+	db, err := sql.Open("sqlite", path+"?_foreign_keys=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,7 +747,7 @@ func TestMigrationsFromEmptyAndFromVersion1(t *testing.T) {
 func TestNewerSchemaIsRefusedUntouched(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "future.db")
-	db, err := sql.Open("sqlite3", path)
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	sqlite3 "github.com/mattn/go-sqlite3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // MaxIndexedToolText caps how much of a tool result is put in the search index: tool output can be megabytes
@@ -63,7 +64,7 @@ func insertSession(ctx context.Context, tx *sql.Tx, sess Session) (Session, erro
 		sess.ID, sess.Title, sess.Agent, sess.Model, sess.EngineProfile, nullString(sess.ParentID), sess.LinkKind,
 		nullInt(sess.InheritFrom), nullInt(sess.InheritTo), toMillis(sess.CreatedAt), toMillis(sess.UpdatedAt),
 		sess.PromptTokens, sess.CachedTokens, sess.GeneratedTokens)
-	if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) {
+	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return Session{}, fmt.Errorf("memory: create session %q: %w", sess.ID, ErrExists)
 	}
 	if err != nil {
@@ -385,7 +386,7 @@ func (s *Store) RecordEngineEvent(ctx context.Context, ev EngineEvent) (int64, e
 		res, err := tx.ExecContext(ctx, `INSERT INTO engine_events (session_id, kind, at, duration_us, detail)
 			VALUES (?, ?, ?, ?, ?)`, nullString(ev.SessionID), string(ev.Kind), toMillis(ev.At),
 			ev.Duration.Microseconds(), string(ev.Detail))
-		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
+		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
 			return fmt.Errorf("memory: record engine event: session %q: %w", ev.SessionID, ErrNotFound)
 		}
 		if err != nil {
@@ -536,9 +537,10 @@ func sessionExists(ctx context.Context, q querier, id string) error {
 	return nil
 }
 
-func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && se.ExtendedCode == code
+// isConstraint reports whether err is SQLite's extended result code code (the driver turns extended codes on).
+func isConstraint(err error, code int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == code
 }
 
 func nullString(s string) any {

@@ -3,14 +3,14 @@
 # writes its tiny generated model and the agent lists a folder with a real tool call on a real llama-server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# go-nvml's header marks dozens of NVML calls deprecated; gcc's warnings about them bury the real output.
-export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
+. scripts/cgo-flags.sh
 
 engine_dir=${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}
 scripts/install-engine.sh "$engine_dir" >/dev/null
 export VISOR_ENGINE_DIR="$engine_dir"
 mkdir -p bin
-go build -tags sqlite_fts5 -o bin/visor ./cmd/visor
+echo "building bin/visor …" >&2
+go build -o bin/visor ./cmd/visor
 if [ -n "${VISOR_MODEL:-}" ]; then
   exec bin/visor ask --model "$VISOR_MODEL" --tools list_dir,read_file "${*:-List the files in this folder and tell me what this project is.}"
 fi

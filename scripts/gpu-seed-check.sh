@@ -8,7 +8,7 @@
 # Prepare (on a machine with network and Go), from the repository root:
 #   VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh .cache/gpu-engine
 #   mkdir -p .cache/gpu-debs && cp .cache/gpu-engine/debs/*.deb .cache/gpu-debs/
-#   CGO_ENABLED=1 go build -tags sqlite_fts5 -ldflags=-s -o .cache/visor ./cmd/visor
+#   CGO_ENABLED=1 go build -ldflags=-s -o .cache/visor ./cmd/visor
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
 # Run (on the GPU machine, from the repository root): scripts/gpu-seed-check.sh [seedcheck flags, e.g. -free 23.4GB]
 # Without a GPU, `seedcheck -dry -model M -mmproj P` checks the flow on the CPU with small models (no NVML, no ballast).

@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need (Debian's llama-server into visor's engine folder, and the MCP
-# Inspector CLI from npm when npm is there; CI requires it) and runs every test, the real-engine ones included.
+# The test command: installs what the tests need (Debian's llama-server into visor's engine folder; Debian's
+# chromium and tmux for the browser and terminal tests; the MCP Inspector CLI from npm when npm is there, which CI
+# requires) and runs every test, the real-engine ones included.
 # Extra arguments go to `go test` (e.g. -run, -v).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# go-nvml's header marks dozens of NVML calls deprecated; gcc's warnings about them bury the real output.
-export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
+. scripts/cgo-flags.sh
+
+# need CMD PACKAGE installs Debian's PACKAGE when CMD is missing. Without root (and without sudo) it says what
+# to run; the tests that need it then fail in CI and skip, saying so, elsewhere.
+need() {
+  command -v "$1" >/dev/null && return
+  local sudo=
+  if [ "$(id -u)" != 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      echo "test.sh: $1 is missing: install it with: apt-get install $2" >&2
+      return
+    fi
+    sudo=sudo
+  fi
+  echo "test.sh: installing $2 (apt-get) for the tests that drive it …" >&2
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+}
+need chromium chromium
+need tmux tmux
 
 engine_dir=${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}
 scripts/install-engine.sh "$engine_dir"
@@ -21,11 +40,7 @@ if [ -z "${VISOR_MCP_INSPECTOR:-}" ]; then
     exit 1
   fi
 fi
-if [ -z "${VISOR_SHARED:-}" ] && [ -d ../shared/models ]; then
-  VISOR_SHARED=$(cd ../shared && pwd)
-  export VISOR_SHARED
-fi
 
 start=$(date +%s)
-go test -tags sqlite_fts5 -count=1 -timeout 20m "$@" ./...
+go test -count=1 -timeout 20m "$@" ./...
 echo "tests finished in $(( $(date +%s) - start )) s"

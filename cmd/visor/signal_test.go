@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,5 +149,42 @@ func TestAskUsesAnMCPServersTools(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "→ sub__ask") || !strings.Contains(errOut, "← Hi!") || strings.TrimSpace(out) != "Hi!" {
 		t.Fatalf("stdout %q\nstderr %s", out, errOut)
+	}
+}
+
+// TestPlainBuildSearchesSessions runs this test binary, built the way `go install ./cmd/visor` builds visor (no
+// build tags; scripts/test.sh passes none), as `visor sessions search`: full-text search must work in it. With
+// mattn/go-sqlite3 and no sqlite_fts5 tag the database refused to open.
+func TestPlainBuildSearchesSessions(t *testing.T) {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" && s.Value != "" {
+				t.Logf("built with -tags %s: this run does not show what a plain go install gives", s.Value)
+			}
+		}
+	}
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "v.db")
+	store, err := memory.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := store.CreateSession(ctx, memory.Session{Title: "plain build"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AppendStep(ctx, sess.ID, memory.Step{Messages: []memory.Message{
+		{Role: "user", Content: "where do marmots sleep"}}}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	cmd := exec.Command(os.Args[0], "sessions", "search", "--db", db, "marmots")
+	cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("visor sessions search: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "marmots") {
+		t.Errorf("search did not find the stored message:\n%s", out)
 	}
 }

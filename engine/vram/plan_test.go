@@ -15,8 +15,6 @@ import (
 )
 
 // blogFiles writes header-only GGUFs of Qwen3.6-35B-A3B and its projector (sparse: no disk space).
-const storiesPath = "/work/shared/models/stories260K.gguf"
-
 func blogFiles(t testing.TB) (model, mmproj string) {
 	t.Helper()
 	dir := t.TempDir()

@@ -122,9 +122,9 @@ func within(t *testing.T, what string, planned, served, tol float64) {
 // sizes against what the real llama-server allocates on the CPU, within 2%.
 func TestAgainstLlamaServer(t *testing.T) {
 	bin := enginetest.Binary(t)
-	tok, err := gguf.Open(storiesPath)
+	tok, err := gguf.Open(enginetest.SharedModel(t, "stories260K.gguf"))
 	if err != nil {
-		t.Skipf("tokenizer source %s: %v", storiesPath, err)
+		t.Fatalf("tokenizer source: %v", err)
 	}
 	dir := t.TempDir()
 	cases := []struct {
