@@ -178,18 +178,22 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 		}
 		logDir := filepath.Join(llamacpp.InstallDir(), "logs")
 		_ = os.MkdirAll(logDir, 0o755)
+		// The load shows the server's own log lines as its progress, from the first second on.
+		prog := startProgress(stderr, "loading "+filepath.Base(e.model))
 		cfg := llamacpp.Config{
 			Binary: e.server, ExtraArgs: e.extra, LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
-			OnState: func(s llamacpp.State) {
-				if s == llamacpp.StateLoading {
-					fmt.Fprintf(stderr, "loading %s …\n", filepath.Base(e.model))
+			OnLog: func(line string) {
+				if phase, ok := serverPhase(line); ok {
+					prog.Phase(phase)
 				}
 			},
 		}
 		srv, onGPU, err := startEngine(ctx, e, mode, cfg, stderr, logger)
 		if err != nil {
+			prog.Done("failed")
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
 		}
+		prog.Done("ready")
 		if e.mmproj != "" {
 			if err := llamacpp.CheckTokenizer(ctx, srv.Client(), filepath.Base(e.model)); err != nil {
 				_ = srv.Stop(context.Background())

@@ -179,9 +179,9 @@ func (t *toolFlags) builtinConfig() tools.BuiltinConfig {
 		AllowProtected: split(t.protected)}
 }
 
-func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var t turn
 	var images listFlag
 	t.register(fs)
@@ -191,13 +191,41 @@ func cmdAsk(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return errors.New(`ask: no question: visor ask "your question"`)
+	question := strings.Join(pos, " ")
+	if len(pos) == 0 || question == "-" {
+		// `echo q | visor ask`: the question comes from a pipe or file; a terminal is never read, so a
+		// forgotten question fails at once instead of waiting for input nobody knows is wanted.
+		if question != "-" && isTerminal(stdin) {
+			return &usageError{`ask: no question: visor ask "your question" (or pipe it: echo "your question" | visor ask)`}
+		}
+		if question, err = readPrompt(stdin); err != nil {
+			return err
+		}
 	}
 	t.agentName = "ask"
-	t.question = strings.Join(pos, " ")
+	t.question = question
 	t.images = images
 	return runTurn(ctx, t, stdout, stderr, logger)
+}
+
+// maxPromptBytes bounds a prompt read from stdin: more than any context holds, less than a mistaken pipe of a
+// disk image.
+const maxPromptBytes = 8 << 20
+
+// readPrompt reads a question from standard input.
+func readPrompt(stdin io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(stdin, maxPromptBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("ask: read the question from standard input: %w", err)
+	}
+	if len(b) > maxPromptBytes {
+		return "", fmt.Errorf("ask: standard input holds more than %d MiB: pass a shorter question, or a file to a tool (--tools read_file)", maxPromptBytes>>20)
+	}
+	q := strings.TrimSpace(string(b))
+	if q == "" {
+		return "", &usageError{`ask: no question: standard input was empty; visor ask "your question"`}
+	}
+	return q, nil
 }
 
 // turn is one user request to an agent, from `visor ask` flags or an agent file.

@@ -24,11 +24,11 @@ const chatHelp = `type a message and press Enter; commands:
 // once, so its encode (and, on a swapping engine, the MTP↔vision swap) happens while the question is typed.
 func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var t turn
 	t.register(fs)
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	t.agentName = "chat"

@@ -15,10 +15,10 @@ import (
 // cmdEngine shows which llama-server visor would run and what it supports.
 func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	server := fs.String("server", "", "llama-server binary to inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	f, err := serverFlags(ctx, *server)

@@ -32,6 +32,7 @@ usage:
   visor models write DIR             write the tiny test models (chat + vision projector)
   visor engine                       show the llama-server visor would use and what it supports
   visor simulate --trace FILE [--costs seed|h200|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines
+  visor version                      print visor's version (also --version)
 
 Run "visor COMMAND -h" for a command's flags.
 `
@@ -40,23 +41,30 @@ func main() {
 	ctx, stop := stopOnSignal()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "visor:", err)
-		}
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "visor", ue)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "visor:", err)
 		os.Exit(1)
 	}
 }
 
+var commands = []string{"ask", "chat", "web", "run", "validate", "mcp", "demo", "serve", "toolcalls", "sessions",
+	"plan", "models", "engine", "help", "version"}
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return flag.ErrHelp
+		return &usageError{"needs a command"}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	switch args[0] {
 	case "ask":
-		return cmdAsk(ctx, args[1:], stdout, stderr, logger)
+		return cmdAsk(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr, logger)
 	case "mcp":
@@ -86,9 +94,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "--version", "-version", "-v":
+		fmt.Fprintln(stdout, "visor", version())
+		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	if near := nearestWord(strings.TrimLeft(args[0], "-"), commands); near != "" {
+		return &usageError{fmt.Sprintf("has no command %q; did you mean %q? (visor help lists the commands)", args[0], near)}
+	}
+	return &usageError{fmt.Sprintf("has no command %q (visor help lists the commands)", args[0])}
 }
 
 func logLevel() slog.Level {
@@ -103,7 +116,7 @@ func logLevel() slog.Level {
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {

@@ -28,13 +28,13 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return errors.New("mcp: want the subcommand serve: visor mcp serve [--http 127.0.0.1:PORT]")
 	}
 	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var t turn
 	t.register(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio: loopback "+
 		"(127.0.0.1:PORT), or any with "+serveKeyEnv+" set")
 	toolName := fs.String("tool-name", "ask", "name of the MCP tool that runs the agent")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

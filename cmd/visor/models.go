@@ -38,11 +38,11 @@ func cmdModels(args []string, stdout, stderr io.Writer) error {
 // download; with --model it runs the same demo on a real model.
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var ef engineFlags
 	ef.register(fs)
 	question := fs.String("q", "What files are in the workspace?", "the question to ask")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if ef.model == "" && ef.endpoint == "" {

@@ -13,7 +13,7 @@ import (
 // cmdPlan is `visor plan`: what fits in VRAM for a model (and projector), per launch mode, before loading anything.
 func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var o vram.FileOptions
 	fs.StringVar(&o.Model, "model", "", "model GGUF")
 	fs.StringVar(&o.MMProj, "mmproj", "", "vision projector GGUF")

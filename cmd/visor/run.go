@@ -17,7 +17,7 @@ import (
 // gives the prompt (or the file's default prompt), images and the session.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var images listFlag
 	var t turn
 	fs.Var(&images, "image", "image file to attach (repeatable)")

@@ -81,10 +81,10 @@ func findServed(ctx context.Context, e engineFlags) (*engine.Client, serveState,
 // Ctrl-C or a crash.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var ef engineFlags
 	ef.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if ef.endpoint != "" {

@@ -144,11 +144,11 @@ func sessionArg(ctx context.Context, store *memory.Store, fs *flag.FlagSet, args
 func parseInterspersed(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlagsUsage(fs, args, fs.Usage); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%s: %w: %w", fs.Name(), memory.ErrInvalidInput, err)
+			return nil, fmt.Errorf("%w: %w", memory.ErrInvalidInput, err)
 		}
 		if fs.NArg() == 0 {
 			break

@@ -21,7 +21,7 @@ const maxSimFile = 16 << 20
 // its baselines.
 func cmdSimulate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var traces listFlag
 	fs.Var(&traces, "trace", "agent trace JSON (repeatable; format: engine/swap/trace.md)")
 	costsArg := fs.String("costs", "seed", "cost model: a JSON file, or a preset: "+presetNames())

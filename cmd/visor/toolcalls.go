@@ -19,10 +19,10 @@ func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		return errors.New("toolcalls: expected the subcommand parse")
 	}
 	fs := flag.NewFlagSet("toolcalls parse", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	format := fs.String("format", "auto", "call syntax: auto, hermes, qwen-xml, gemma4, glm or mistral")
 	toolsFile := fs.String("tools", "", "OpenAI tools JSON to validate calls against")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	f, err := toolcall.ParseFormat(*format)

@@ -22,11 +22,11 @@ const serveKeyHint = "export " + serveKeyEnv + "=KEY"
 // cmdWeb is `visor web`: the chat with screenshots in a browser, on a loopback address.
 func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("web", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var t turn
 	t.register(fs)
 	addr := fs.String("addr", "127.0.0.1:8765", "address to serve the chat on: loopback, or any with "+serveKeyEnv+" set")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	key := os.Getenv(serveKeyEnv)

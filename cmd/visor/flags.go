@@ -1,0 +1,261 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// usageError is a command line visor cannot run: it exits 2 with one line naming the fix, not the whole usage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// parseFlags parses args into fs with one-line errors: an unknown flag names the nearest defined one, -h prints
+// the flags on fs's output (stdout) and returns flag.ErrHelp, which exits 0.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	return parseFlagsUsage(fs, args, nil)
+}
+
+// parseFlagsUsage is parseFlags for a command with its own usage text, which -h prints instead of the flags.
+func parseFlagsUsage(fs *flag.FlagSet, args []string, usage func()) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package would print the error and every flag (45 lines) to stderr
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		if usage != nil {
+			usage()
+			return flag.ErrHelp
+		}
+		fmt.Fprintf(out, "usage: visor %s [flags]\n\nflags:\n", strings.TrimPrefix(fs.Name(), "visor "))
+		fs.PrintDefaults()
+		return flag.ErrHelp
+	}
+	return flagError(fs, err)
+}
+
+// flagError turns the flag package's error into one line with the fix.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	name := strings.TrimPrefix(fs.Name(), "visor ")
+	const undefined = "flag provided but not defined: -"
+	if name, ok := strings.CutPrefix(msg, undefined); ok {
+		if near := nearestFlag(fs, name); near != "" {
+			return &usageError{fmt.Sprintf("%s: unknown flag --%s; did you mean --%s?", name, name, near)}
+		}
+		return &usageError{fmt.Sprintf("%s: unknown flag --%s (visor %s -h lists the flags)", name, name, name)}
+	}
+	return &usageError{fmt.Sprintf("%s: %s (visor %s -h lists the flags)", name, msg, name)}
+}
+
+// nearestFlag is the defined flag closest to name by edit distance, if it is close enough to be a typo.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 1<<30
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
+			d = min(d, 1)
+		}
+		if d < bestD || (d == bestD && f.Name < best) {
+			best, bestD = f.Name, d
+		}
+	})
+	if bestD <= max(2, len(name)/3) {
+		return best
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance between a and b, counting an adjacent swap as one edit.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
+
+// nearestWord is the candidate closest to w, if close enough to be a typo (for commands).
+func nearestWord(w string, candidates []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		if d := editDistance(w, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if bestD <= max(2, len(w)/3) {
+		return best
+	}
+	return ""
+}
+
+// version is visor's module version and, for a build from a checkout, the commit.
+func version() string {
+	v := "(devel)"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += " " + shortID(rev) + dirty
+	}
+	return v + " " + bi.GoVersion
+}
+
+// isTerminal reports whether f is a character device that is not /dev/null: a terminal, for deciding whether
+// to read a piped prompt or draw progress in place.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := file.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
+}
+
+// progress shows a wait that lasts over a second on stderr: in place on a terminal, one line per new phase
+// otherwise (so logs stay short). Phases come from the waited-on thing itself (llama-server's log lines).
+type progress struct {
+	w     io.Writer
+	tty   bool
+	what  string
+	start time.Time
+
+	mu    sync.Mutex
+	phase string
+	shown string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startProgress(w io.Writer, what string) *progress {
+	p := &progress{w: w, tty: isTerminal(w), what: what, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+// Phase sets what the wait is doing now.
+func (p *progress) Phase(s string) {
+	p.mu.Lock()
+	p.phase = s
+	p.mu.Unlock()
+}
+
+func (p *progress) loop() {
+	defer close(p.done)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if time.Since(p.start) < time.Second {
+				continue
+			}
+			p.draw()
+		}
+	}
+}
+
+func (p *progress) draw() {
+	p.mu.Lock()
+	phase := p.phase
+	p.mu.Unlock()
+	el := time.Since(p.start).Truncate(time.Second)
+	switch {
+	case p.tty:
+		line := fmt.Sprintf("%s … %s", p.what, el)
+		if phase != "" {
+			line += " — " + phase
+		}
+		fmt.Fprintf(p.w, "\r\x1b[K%s", oneLine(line, 120))
+		p.shown = line
+	case phase != p.shown || p.shown == "":
+		fmt.Fprintf(p.w, "%s … %s %s\n", p.what, el, phase)
+		p.shown = phase
+		if p.shown == "" {
+			p.shown = " "
+		}
+	}
+}
+
+// Done ends the display, leaving a line saying how long the wait took when it was shown at all.
+func (p *progress) Done(result string) {
+	close(p.stop)
+	<-p.done
+	if p.shown == "" {
+		return
+	}
+	if p.tty {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+	fmt.Fprintf(p.w, "%s: %s in %s\n", p.what, result, time.Since(p.start).Round(100*time.Millisecond))
+}
+
+// serverPhase extracts what llama-server says it is doing from one of its log lines ("0.00.019 I srv
+// load_model: loading model '…'" → "load_model: loading model '…'"); ok is false for lines that are not
+// load progress.
+func serverPhase(line string) (string, bool) {
+	f := strings.Fields(line)
+	if len(f) < 4 {
+		return "", false
+	}
+	msg := strings.Join(f[3:], " ")
+	switch f[2] {
+	case "srv", "cmn", "load", "llama", "ggml", "main", "common":
+	default:
+		if !strings.HasPrefix(f[2], "llama_") && !strings.HasPrefix(f[2], "load_") && !strings.HasPrefix(f[2], "clip") {
+			return "", false
+		}
+		msg = strings.Join(f[2:], " ")
+	}
+	if strings.Contains(msg, "security:") || strings.Contains(msg, "verbosity") {
+		return "", false
+	}
+	return msg, true
+}
