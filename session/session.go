@@ -88,8 +88,9 @@ type Config struct {
 	Images           images.Limits
 	MaxPendingImages int
 	MaxPendingBytes  int64
-	// AgentName and Model label stored sessions.
-	AgentName, Model string
+	// AgentName and Model label stored sessions; EngineProfile is stored with a new session, for resuming it
+	// with the same model and engine settings (cmd/visor writes JSON there).
+	AgentName, Model, EngineProfile string
 	// CompactAt is the share of the server's context a stored conversation may fill before older turns are
 	// summarized into a linked session (default 0.75); KeepTurns user turns stay verbatim (default 2).
 	CompactAt float64
@@ -219,7 +220,8 @@ func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	}
 	if o.Resume == "" {
 		title := o.Title
-		sess, err := st.CreateSession(ctx, memory.Session{Title: oneLine(title, 60), Agent: s.cfg.AgentName, Model: s.cfg.Model})
+		sess, err := st.CreateSession(ctx, memory.Session{Title: oneLine(title, 60), Agent: s.cfg.AgentName, Model: s.cfg.Model,
+			EngineProfile: s.cfg.EngineProfile})
 		if err != nil {
 			return nil, fmt.Errorf("create a session: %w", err)
 		}

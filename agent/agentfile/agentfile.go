@@ -1,7 +1,8 @@
 // Package agentfile reads agent definitions from YAML: which model or endpoint, the system prompt, the tools and
 // MCP servers, and the loop's limits. It validates strictly (unknown keys, conflicting or missing settings are
-// errors naming the file, the line and the fix) and resolves relative paths against the file's folder. It does
-// not start anything.
+// errors in the form `file:line:col: problem — fix`), publishes its JSON Schema (Schema, generated from Spec),
+// and resolves relative paths against the file's folder. A file may leave the model out: the command line or
+// the config file then names it. It does not start anything.
 package agentfile
 
 import (
@@ -15,41 +16,43 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/visorhq/visor/internal/redact"
 	"github.com/visorhq/visor/internal/safefile"
+	"github.com/visorhq/visor/internal/yamlcheck"
 	"github.com/visorhq/visor/tools"
 )
 
 // Spec is one agent.
 type Spec struct {
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
-	Model       Model  `yaml:"model"`
-	System      string `yaml:"system"`
+	Name        string `yaml:"name" jsonschema:"required,pattern=^[a-zA-Z0-9_-]+$,maxLength=64" jsonschema_description:"The agent's name: letters, digits, _ and - (sessions are filed under it)."`
+	Description string `yaml:"description" jsonschema_description:"What the agent is for, for people reading the file."`
+	Model       Model  `yaml:"model" jsonschema_description:"Where the model runs: path (visor starts llama-server) or endpoint (a running server). Left out, visor run takes --model or the config file's default."`
+	System      string `yaml:"system" jsonschema_description:"The system prompt."`
 	// Prompt is a default user message, used when the command line gives none.
-	Prompt string `yaml:"prompt"`
+	Prompt string `yaml:"prompt" jsonschema_description:"The user message when the command line gives none."`
 
-	Tools      []string `yaml:"tools"`
-	Workspace  string   `yaml:"workspace"`
-	AllowFetch bool     `yaml:"allow_fetch"`
-	AllowShell []string `yaml:"allow_shell"`
+	Tools      []string `yaml:"tools" jsonschema:"uniqueItems=true" jsonschema_description:"Built-in tools: list_dir, read_file, search_files, view_image, write_file, fetch_url, run_shell, session_search."`
+	Workspace  string   `yaml:"workspace" jsonschema_description:"Folder the file tools are confined to, relative to this file (default: the file's folder)."`
+	AllowFetch bool     `yaml:"allow_fetch" jsonschema_description:"Let fetch_url reach the network."`
+	AllowShell []string `yaml:"allow_shell" jsonschema_description:"Program names run_shell may run; run_shell is off when empty."`
 	// AllowShellLaunchers are programs run_shell may start although they run other programs (sh, python, env,
 	// find -exec…): naming one here allows the model to run anything.
-	AllowShellLaunchers []string `yaml:"allow_shell_launchers"`
+	AllowShellLaunchers []string `yaml:"allow_shell_launchers" jsonschema_description:"Programs run_shell may run although they run other programs (sh, python, env…): allows anything."`
 	// AllowProtected lists protected names (.git, .vscode, .envrc…) the tools may write anyway.
-	AllowProtected []string    `yaml:"allow_protected"`
-	MCP            []MCPServer `yaml:"mcp"`
+	AllowProtected []string    `yaml:"allow_protected" jsonschema_description:"Protected names (.git, .vscode, .envrc…) the tools may write anyway."`
+	MCP            []MCPServer `yaml:"mcp" jsonschema_description:"MCP servers whose tools the agent may call, named name__tool."`
 
-	ToolMode    string   `yaml:"tool_mode"`   // native (default when the server's template has tools), raw, auto
-	ToolFormat  string   `yaml:"tool_format"` // hermes (default), qwen-xml
-	ToolChoice  string   `yaml:"tool_choice"` // auto (default), required, none
-	MaxSteps    int      `yaml:"max_steps"`
-	MaxTokens   int      `yaml:"max_tokens"`
-	Temperature *float32 `yaml:"temperature"`
+	ToolMode    string   `yaml:"tool_mode" jsonschema:"enum=auto,enum=native,enum=raw" jsonschema_description:"native: the server's chat template renders tools (default when it can); raw: visor renders the prompt and parses calls."`
+	ToolFormat  string   `yaml:"tool_format" jsonschema:"enum=hermes,enum=qwen-xml,enum=auto" jsonschema_description:"Tool-call syntax in raw mode (default hermes)."`
+	ToolChoice  string   `yaml:"tool_choice" jsonschema:"enum=auto,enum=required,enum=none" jsonschema_description:"Whether the model may, must or must not call tools (default auto)."`
+	MaxSteps    int      `yaml:"max_steps" jsonschema:"minimum=1" jsonschema_description:"Most model turns per message (default 8)."`
+	MaxTokens   int      `yaml:"max_tokens" jsonschema:"minimum=0" jsonschema_description:"Most tokens per model turn (0: the server's default)."`
+	Temperature *float32 `yaml:"temperature" jsonschema:"minimum=0,maximum=2" jsonschema_description:"Sampling temperature, 0 to 2."`
 
 	// Path is the file the spec came from; relative paths inside it were resolved against its folder.
 	Path string `yaml:"-"`
@@ -57,28 +60,62 @@ type Spec struct {
 
 // Model says where the model runs: a GGUF file visor serves with llama-server, or a running endpoint.
 type Model struct {
-	Path       string   `yaml:"path"`
-	MMProj     string   `yaml:"mmproj"`
-	Endpoint   string   `yaml:"endpoint"`
-	APIKeyEnv  string   `yaml:"api_key_env"` // name of the environment variable holding the key; keys never live in files
-	Ctx        int      `yaml:"ctx"`
-	Parallel   int      `yaml:"parallel"`
-	Plan       string   `yaml:"plan"` // auto (default) or off
-	GPU        string   `yaml:"gpu"`  // auto, an index, or a size such as 24GiB
-	CacheType  string   `yaml:"cache_type"`
-	ServerArgs []string `yaml:"server_args"`
+	Path       string   `yaml:"path" jsonschema_description:"GGUF model file visor serves with llama-server (relative to the file; ~/ expands)."`
+	MMProj     string   `yaml:"mmproj" jsonschema_description:"Vision projector GGUF for path."`
+	Endpoint   string   `yaml:"endpoint" jsonschema:"format=uri" jsonschema_description:"A running OpenAI-compatible server (http:// or https://) instead of path."`
+	APIKeyEnv  string   `yaml:"api_key_env" jsonschema_description:"Name of the environment variable holding the endpoint's API key (keys never live in files)."`
+	Ctx        int      `yaml:"ctx" jsonschema:"minimum=0" jsonschema_description:"Context size for llama-server (0: the model's default)."`
+	Parallel   int      `yaml:"parallel" jsonschema:"minimum=0" jsonschema_description:"llama-server slots (default 1)."`
+	Plan       string   `yaml:"plan" jsonschema:"enum=auto,enum=off" jsonschema_description:"auto: place the model by the VRAM plan (default); off: llama-server's own defaults."`
+	GPU        string   `yaml:"gpu" jsonschema_description:"GPU the plan is for: auto, a device index, or a size such as 24GiB."`
+	CacheType  string   `yaml:"cache_type" jsonschema_description:"KV cache type for the plan: f16, q8_0 or q4_0."`
+	ServerArgs []string `yaml:"server_args" jsonschema_description:"Extra llama-server arguments, one list item each."`
 }
 
 // MCPServer is an MCP server whose tools the agent may call: a command run over stdio, or a URL.
 type MCPServer struct {
-	Name    string            `yaml:"name"`
-	Command []string          `yaml:"command"`
-	Env     map[string]string `yaml:"env"`
-	URL     string            `yaml:"url"`
+	Name    string            `yaml:"name" jsonschema:"required,pattern=^[a-zA-Z0-9_-]+$,maxLength=64" jsonschema_description:"Prefix of the server's tool names."`
+	Command []string          `yaml:"command" jsonschema_description:"Program and arguments of a stdio server."`
+	Env     map[string]string `yaml:"env" jsonschema_description:"Extra environment for the command."`
+	URL     string            `yaml:"url" jsonschema:"format=uri" jsonschema_description:"Streamable-HTTP server URL instead of command."`
 }
 
-// ErrInvalid is wrapped by every validation error.
+// ErrInvalid is wrapped by every validation error. Each problem is a *yamlcheck.Problem, printed as
+// `file:line:col: problem — fix`; several (yaml.v3 reports all mistyped values at once) are joined, one a line.
 var ErrInvalid = errors.New("invalid agent file")
+
+// Schema is the JSON Schema of agent files, generated from Spec (published as schema/agent.schema.json).
+func Schema() ([]byte, error) {
+	return yamlcheck.Schema(&Spec{}, SchemaID, "visor agent file")
+}
+
+// SchemaID is the published schema's $id: its path in the repository, which examples reference relatively.
+const SchemaID = "https://github.com/visorhq/visor/schema/agent.schema.json"
+
+// pos is where a problem is: a 1-based line and column, or 0 for none.
+type pos struct{ line, col int }
+
+// problemAt makes the error for msg at p. Messages read "problem: fix"; the last ": " outside backticks and
+// parentheses splits them into the two halves of `problem — fix`.
+func problemAt(path string, p pos, msg string) error {
+	problem, fix := msg, ""
+	tick, depth := false, 0
+	for i := len(msg) - 1; i >= 0; i-- {
+		switch msg[i] {
+		case '`':
+			tick = !tick
+		case ')':
+			depth++
+		case '(':
+			depth--
+		}
+		if !tick && depth == 0 && msg[i] == ':' && i+1 < len(msg) && msg[i+1] == ' ' {
+			problem, fix = msg[:i], msg[i+2:]
+			break
+		}
+	}
+	return &yamlcheck.Problem{File: path, Line: p.line, Col: p.col, Problem: problem, Fix: fix, Err: ErrInvalid}
+}
 
 // MaxFileSize bounds an agent file: system prompts are long, but not megabytes long.
 const MaxFileSize = 1 << 20
@@ -118,8 +155,8 @@ func Parse(data []byte, path string) (Spec, error) {
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == nil && !emptyDoc(&next):
-		return Spec{}, fmt.Errorf("%w: %s:%d: a second YAML document starts here; an agent file holds one agent: "+
-			"put each agent in its own file, or remove the `---`", ErrInvalid, path, next.Line)
+		return Spec{}, problemAt(path, pos{next.Line, next.Column}, "a second YAML document starts here; an agent file holds one agent: "+
+			"put each agent in its own file, or remove the `---`")
 	case err != nil && !errors.Is(err, io.EOF):
 		return Spec{}, yamlError(path, data, err)
 	}
@@ -143,8 +180,8 @@ func Parse(data []byte, path string) (Spec, error) {
 }
 
 func errEmpty(path string) error {
-	return fmt.Errorf("%w: %s is empty: an agent file needs at least `name: my-agent` and a model "+
-		"(`model: {path: model.gguf}` or `model: {endpoint: http://host:port}`)", ErrInvalid, path)
+	return &yamlcheck.Problem{File: path, Line: 1, Col: 1, Problem: "the file is empty",
+		Fix: "an agent file needs at least `name: my-agent` (and a model: `model: {path: model.gguf}`, or --model)", Err: ErrInvalid}
 }
 
 // emptyDoc reports a document with nothing in it (only comments, or a bare `---`).
@@ -181,7 +218,8 @@ func yamlError(path string, data []byte, err error) error {
 	} else {
 		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	for i, m := range msgs {
+	var probs []error
+	for _, m := range msgs {
 		line := ""
 		if g := yamlLineRE.FindStringSubmatch(m); g != nil {
 			line, m = g[1], g[2]
@@ -203,6 +241,11 @@ func yamlError(path string, data []byte, err error) error {
 				m = fmt.Sprintf("%s: write %s", val, what)
 			}
 		}
+		if wrongTypeRE.MatchString(m) || unknownKeyRE.MatchString(m) || strings.Contains(m, ": ") {
+			// a message of the forms below, which carry their fix
+		} else {
+			m = "not valid YAML: " + m + ": check the indentation and quoting on this line and the one before"
+		}
 		if g := unknownKeyRE.FindStringSubmatch(m); g != nil {
 			m = fmt.Sprintf("unknown key %s", g[1])
 			if near := closest(g[1], knownKeys[g[2]]); near != "" {
@@ -211,13 +254,33 @@ func yamlError(path string, data []byte, err error) error {
 				m += fmt.Sprintf(": use one of %s", strings.Join(keys, ", "))
 			}
 		}
-		if line != "" {
-			msgs[i] = fmt.Sprintf("%s:%s: %s", path, line, m)
-		} else {
-			msgs[i] = fmt.Sprintf("%s: %s", path, m)
+		p := pos{}
+		if n, err := strconv.Atoi(line); err == nil {
+			p = pos{n, colAtLine(data, n)}
+		}
+		probs = append(probs, problemAt(path, p, m))
+	}
+	return errors.Join(probs...)
+}
+
+// colAtLine is the column of the first key or value yaml.v3 placed on line (it reports lines only), or 1.
+func colAtLine(data []byte, line int) int {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil {
+		return 1
+	}
+	col := 0
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Line == line && n.Kind == yaml.ScalarNode && (col == 0 || n.Column < col) {
+			col = n.Column
+		}
+		for _, c := range n.Content {
+			walk(c)
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
+	walk(&doc)
+	return max(col, 1)
 }
 
 // keyAtLine returns the dotted key whose value starts on line (as yaml.v3 reports it), or "".
@@ -311,15 +374,15 @@ func editDistance(a, b string) int {
 // lines finds where a key sits in the file, for messages.
 type lines struct{ doc *yaml.Node }
 
-// key returns the line of the key at path (strings are mapping keys, ints sequence indexes), or of its
+// key returns the position of the key at path (strings are mapping keys, ints sequence indexes), or of its
 // nearest present parent, or 0.
-func (l lines) key(path ...any) int {
+func (l lines) key(path ...any) pos {
 	n := l.doc
 	if n == nil || n.Kind != yaml.DocumentNode || len(n.Content) == 0 {
-		return 0
+		return pos{}
 	}
 	n = n.Content[0]
-	line := 0
+	line := pos{}
 	for _, p := range path {
 		switch p := p.(type) {
 		case string:
@@ -329,7 +392,7 @@ func (l lines) key(path ...any) int {
 			found := false
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if n.Content[i].Value == p {
-					line, n, found = n.Content[i].Line, n.Content[i+1], true
+					line, n, found = pos{n.Content[i].Line, n.Content[i].Column}, n.Content[i+1], true
 					break
 				}
 			}
@@ -341,7 +404,7 @@ func (l lines) key(path ...any) int {
 				return line
 			}
 			n = n.Content[p]
-			line = n.Line
+			line = pos{n.Line, n.Column}
 		}
 	}
 	return line
@@ -374,11 +437,8 @@ func (l lines) value(path ...any) (string, bool) {
 }
 
 func (s *Spec) check(l lines) error {
-	bad := func(line int, format string, a ...any) error {
-		if line > 0 {
-			return fmt.Errorf("%w: %s:%d: %s", ErrInvalid, s.Path, line, fmt.Sprintf(format, a...))
-		}
-		return fmt.Errorf("%w: %s: %s", ErrInvalid, s.Path, fmt.Sprintf(format, a...))
+	bad := func(p pos, format string, a ...any) error {
+		return problemAt(s.Path, p, fmt.Sprintf(format, a...))
 	}
 	if s.Name == "" {
 		return bad(l.key("name"), "name is missing: add `name: my-agent`")
@@ -388,8 +448,6 @@ func (s *Spec) check(l lines) error {
 	}
 	m := s.Model
 	switch {
-	case m.Path == "" && m.Endpoint == "":
-		return bad(l.key("model"), "model: give `path: model.gguf` (visor runs llama-server) or `endpoint: http://host:port` (a running server)")
 	case m.Path != "" && m.Endpoint != "":
 		return bad(l.key("model", "endpoint"), "model: path and endpoint are both set: keep one")
 	case m.Endpoint != "" && (m.MMProj != "" || m.Ctx != 0 || len(m.ServerArgs) > 0):
@@ -441,10 +499,10 @@ func (s *Spec) check(l lines) error {
 	}
 	if err := (tools.BuiltinConfig{Shell: s.AllowShell, ShellLaunchers: s.AllowShellLaunchers, AllowProtected: s.AllowProtected}).Check(); err != nil {
 		line := l.key("allow_shell")
-		if line == 0 {
+		if line.line == 0 {
 			line = l.key("allow_shell_launchers")
 		}
-		if strings.Contains(err.Error(), "protected") && l.key("allow_protected") > 0 {
+		if strings.Contains(err.Error(), "protected") && l.key("allow_protected").line > 0 {
 			line = l.key("allow_protected")
 		}
 		return bad(line, "%v", err)
@@ -474,11 +532,8 @@ func (s *Spec) checkDisk(data []byte) error {
 	var doc yaml.Node
 	_ = yaml.Unmarshal(data, &doc)
 	l := lines{&doc}
-	bad := func(line int, format string, a ...any) error {
-		if line > 0 {
-			return fmt.Errorf("%w: %s:%d: %s", ErrInvalid, s.Path, line, fmt.Sprintf(format, a...))
-		}
-		return fmt.Errorf("%w: %s: %s", ErrInvalid, s.Path, fmt.Sprintf(format, a...))
+	bad := func(p pos, format string, a ...any) error {
+		return problemAt(s.Path, p, fmt.Sprintf(format, a...))
 	}
 	st, err := os.Stat(s.Workspace)
 	switch {

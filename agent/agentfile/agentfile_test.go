@@ -62,40 +62,39 @@ temperature: 0.2
 
 func TestInvalidFilesNameTheProblem(t *testing.T) {
 	cases := []struct{ name, src, want string }{
-		{"unknown key with line", "name: a\nmodel: {endpoint: http://x}\nmax_stpes: 3\n", "a.yaml:3: unknown key max_stpes: did you mean max_steps?"},
-		{"unknown nested key", "name: a\nmodel:\n  endpoint: http://x\n  colour: red\n", "a.yaml:4: unknown key colour: use one of path, mmproj"},
+		{"unknown key with line", "name: a\nmodel: {endpoint: http://x}\nmax_stpes: 3\n", "a.yaml:3:1: unknown key max_stpes — did you mean max_steps?"},
+		{"unknown nested key", "name: a\nmodel:\n  endpoint: http://x\n  colour: red\n", "a.yaml:4:3: unknown key colour — use one of path, mmproj"},
 		{"no name", "model: {endpoint: http://x}\n", "name is missing"},
 		{"bad name", "name: 'my agent'\nmodel: {endpoint: http://x}\n", "letters, digits"},
-		{"no model", "name: a\n", "give `path: model.gguf`"},
 		{"both", "name: a\nmodel: {path: m.gguf, endpoint: http://x}\n", "keep one"},
 		{"endpoint with ctx", "name: a\nmodel: {endpoint: http://x, ctx: 4096}\n", "no effect"},
-		{"bad tool mode", "name: a\nmodel: {endpoint: http://x}\ntool_mode: magic\n", "tool_mode \"magic\": use one of"},
-		{"bad temperature", "name: a\nmodel: {endpoint: http://x}\ntemperature: 9\n", "a.yaml:3: temperature 9: use a number from 0 to 2"},
+		{"bad tool mode", "name: a\nmodel: {endpoint: http://x}\ntool_mode: magic\n", "a.yaml:3:1: tool_mode \"magic\" — use one of auto, native, raw"},
+		{"bad temperature", "name: a\nmodel: {endpoint: http://x}\ntemperature: 9\n", "a.yaml:3:1: temperature 9 — use a number from 0 to 2"},
 		{"mcp without transport", "name: a\nmodel: {endpoint: http://x}\nmcp: [{name: fs}]\n", "command:"},
 		{"mcp twice", "name: a\nmodel: {endpoint: http://x}\nmcp: [{name: fs, url: http://a}, {name: fs, url: http://b}]\n", "used twice"},
 		{"api key env empty", "name: a\nmodel: {endpoint: http://x, api_key_env: VISOR_TEST_SURELY_UNSET}\n", "export it"},
-		{"wrong type", "name: a\nmodel: {endpoint: http://x}\nmax_steps: many\n", "a.yaml:3: max_steps is `many`: write a whole number"},
-		{"list for a string", "name: a\nmodel: {endpoint: http://x}\nsystem: [a, b]\n", "a.yaml:3: system is a list: write text"},
-		{"empty", "", "a.yaml is empty: an agent file needs at least `name: my-agent`"},
-		{"only comments", "# nothing yet\n\n", "is empty"},
-		{"bare document marker", "---\n", "is empty"},
-		{"second document", "name: a\nmodel: {endpoint: http://x}\n---\nname: b\n", "a.yaml:3: a second YAML document starts here"},
+		{"wrong type", "name: a\nmodel: {endpoint: http://x}\nmax_steps: many\n", "a.yaml:3:1: max_steps is `many` — write a whole number"},
+		{"list for a string", "name: a\nmodel: {endpoint: http://x}\nsystem: [a, b]\n", "a.yaml:3:1: system is a list — write text"},
+		{"empty", "", "a.yaml:1:1: the file is empty — an agent file needs at least `name: my-agent`"},
+		{"only comments", "# nothing yet\n\n", "a.yaml:1:1: the file is empty"},
+		{"bare document marker", "---\n", "a.yaml:1:1: the file is empty"},
+		{"second document", "name: a\nmodel: {endpoint: http://x}\n---\nname: b\n", "a.yaml:3:1: a second YAML document starts here"},
 		{"second document broken", "name: a\nmodel: {endpoint: http://x}\n---\nname: [\n", "a.yaml:4:"},
-		{"temperature nan", "name: a\nmodel: {endpoint: http://x}\ntemperature: .nan\n", "a.yaml:3: temperature .nan: use a number from 0 to 2"},
-		{"temperature inf", "name: a\nmodel: {endpoint: http://x}\ntemperature: .inf\n", "a.yaml:3: temperature .inf: use a number from 0 to 2"},
-		{"temperature -inf", "name: a\nmodel: {endpoint: http://x}\ntemperature: -.Inf\n", "temperature -.Inf: use a number from 0 to 2"},
-		{"temperature negative", "name: a\nmodel: {endpoint: http://x}\ntemperature: -0.5\n", "a.yaml:3: temperature -0.5"},
-		{"max_steps zero", "name: a\nmodel: {endpoint: http://x}\nmax_steps: 0\n", "a.yaml:3: max_steps 0: the agent needs at least 1 step"},
-		{"max_steps negative", "name: a\nmodel: {endpoint: http://x}\nmax_steps: -1\n", "a.yaml:3: max_steps -1"},
-		{"max_tokens negative", "name: a\nmodel: {endpoint: http://x}\nmax_tokens: -5\n", "a.yaml:3: max_tokens -5 cannot be negative"},
-		{"ctx negative", "name: a\nmodel:\n  path: m.gguf\n  ctx: -1\n", "a.yaml:4: model.ctx -1 cannot be negative"},
-		{"parallel negative", "name: a\nmodel:\n  path: m.gguf\n  parallel: -2\n", "a.yaml:4: model.parallel -2 cannot be negative"},
-		{"endpoint without scheme", "name: a\nmodel:\n  endpoint: localhost:8080\n", "a.yaml:3: model.endpoint \"localhost:8080\": give the server's http:// or https:// URL"},
-		{"allow_shell path", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, /bin/cat]\n", `a.yaml:3: run_shell: "/bin/cat" is a path, not a program name: allow "cat" instead`},
-		{"allow_shell launcher", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, env]\n", "a.yaml:3: run_shell: env runs the program its arguments name"},
-		{"allow_protected typo", "name: a\nmodel: {endpoint: http://x}\nallow_protected: [.gti]\n", `a.yaml:3: allow protected ".gti": not a protected name`},
-		{"mcp url not http", "name: a\nmodel: {endpoint: http://x}\nmcp:\n  - {name: fs, url: 'ftp://h'}\n", "a.yaml:4: mcp fs: url \"ftp://h\" is not http(s)"},
-		{"not yaml", "name: [\n", "invalid agent file"},
+		{"temperature nan", "name: a\nmodel: {endpoint: http://x}\ntemperature: .nan\n", "a.yaml:3:1: temperature .nan — use a number from 0 to 2"},
+		{"temperature inf", "name: a\nmodel: {endpoint: http://x}\ntemperature: .inf\n", "a.yaml:3:1: temperature .inf — use a number from 0 to 2"},
+		{"temperature -inf", "name: a\nmodel: {endpoint: http://x}\ntemperature: -.Inf\n", "a.yaml:3:1: temperature -.Inf — use a number from 0 to 2"},
+		{"temperature negative", "name: a\nmodel: {endpoint: http://x}\ntemperature: -0.5\n", "a.yaml:3:1: temperature -0.5 — use a number from 0 to 2"},
+		{"max_steps zero", "name: a\nmodel: {endpoint: http://x}\nmax_steps: 0\n", "a.yaml:3:1: max_steps 0 — the agent needs at least 1 step"},
+		{"max_steps negative", "name: a\nmodel: {endpoint: http://x}\nmax_steps: -1\n", "a.yaml:3:1: max_steps -1 — "},
+		{"max_tokens negative", "name: a\nmodel: {endpoint: http://x}\nmax_tokens: -5\n", "a.yaml:3:1: max_tokens -5 cannot be negative — "},
+		{"ctx negative", "name: a\nmodel:\n  path: m.gguf\n  ctx: -1\n", "a.yaml:4:3: model.ctx -1 cannot be negative — "},
+		{"parallel negative", "name: a\nmodel:\n  path: m.gguf\n  parallel: -2\n", "a.yaml:4:3: model.parallel -2 cannot be negative — "},
+		{"endpoint without scheme", "name: a\nmodel:\n  endpoint: localhost:8080\n", "a.yaml:3:3: model.endpoint \"localhost:8080\" — give the server's http:// or https:// URL"},
+		{"allow_shell path", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, /bin/cat]\n", `a.yaml:3:1: run_shell: "/bin/cat" is a path, not a program name — allow "cat" instead`},
+		{"allow_shell launcher", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, env]\n", "a.yaml:3:1: run_shell — env runs the program its arguments name"},
+		{"allow_protected typo", "name: a\nmodel: {endpoint: http://x}\nallow_protected: [.gti]\n", `a.yaml:3:1: allow protected ".gti" — not a protected name`},
+		{"mcp url not http", "name: a\nmodel: {endpoint: http://x}\nmcp:\n  - {name: fs, url: 'ftp://h'}\n", "a.yaml:4:5: mcp fs: url \"ftp://h\" is not http(s) — give"},
+		{"not yaml", "name: [\n", "a.yaml:1:1: not valid YAML: did not find expected node content — check the indentation"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,14 +139,42 @@ func TestLoadChecksTheDisk(t *testing.T) {
 	}
 	write("m.gguf", "GGUF")
 	for _, c := range []struct{ src, want string }{
-		{"name: a\nmodel: {endpoint: http://x}\nworkspace: nowhere\n", ":3: workspace " + filepath.Join(dir, "nowhere") + " does not exist: create the folder"},
-		{"name: a\nmodel: {endpoint: http://x}\nworkspace: m.gguf\n", ":3: workspace " + filepath.Join(dir, "m.gguf") + " is not a folder"},
-		{"name: a\nmodel:\n  path: missing.gguf\n", ":3: model.path " + filepath.Join(dir, "missing.gguf") + " does not exist"},
-		{"name: a\nmodel:\n  path: m.gguf\n  mmproj: /dev/zero\n", ":4: model.mmproj: /dev/zero is a character device"},
+		{"name: a\nmodel: {endpoint: http://x}\nworkspace: nowhere\n", ":3:1: workspace " + filepath.Join(dir, "nowhere") + " does not exist — create the folder"},
+		{"name: a\nmodel: {endpoint: http://x}\nworkspace: m.gguf\n", ":3:1: workspace " + filepath.Join(dir, "m.gguf") + " is not a folder — "},
+		{"name: a\nmodel:\n  path: missing.gguf\n", ":3:3: model.path " + filepath.Join(dir, "missing.gguf") + " does not exist — fix the path"},
+		{"name: a\nmodel:\n  path: m.gguf\n  mmproj: /dev/zero\n", ":4:3: model.mmproj: /dev/zero is a character device"},
 	} {
 		_, err := agentfile.Load(write("a.yaml", c.src))
 		if !errors.Is(err, agentfile.ErrInvalid) || !strings.Contains(err.Error(), filepath.Join(dir, "a.yaml")+c.want) {
 			t.Errorf("%q: %v, want %q", c.src, err, c.want)
 		}
+	}
+}
+
+// TestModelMayComeFromTheCommandLine: a file without a model is valid; `visor run --model` or the config file
+// names one.
+func TestModelMayComeFromTheCommandLine(t *testing.T) {
+	s, err := agentfile.Parse([]byte("name: a\n"), "a.yaml")
+	if err != nil || s.Model.Path != "" || s.Model.Endpoint != "" {
+		t.Fatalf("spec %+v, err %v", s, err)
+	}
+}
+
+// TestSchemaIsPublished keeps schema/agent.schema.json equal to the schema generated from Spec
+// (VISOR_UPDATE_SCHEMA=1 rewrites it).
+func TestSchemaIsPublished(t *testing.T) {
+	b, err := agentfile.Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "..", "schema", "agent.schema.json")
+	if os.Getenv("VISOR_UPDATE_SCHEMA") != "" {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub, err := os.ReadFile(path)
+	if err != nil || string(pub) != string(b) {
+		t.Fatalf("%s is not the schema generated from agentfile.Spec (err %v): run VISOR_UPDATE_SCHEMA=1 go test ./config ./agent/agentfile", path, err)
 	}
 }

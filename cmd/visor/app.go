@@ -45,7 +45,13 @@ func (a *app) close() {
 // engine conductor and session service, in that order, so a mistake is reported before anything loads. The
 // engine itself starts on the first request (or ensureEngine).
 func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger) (a *app, err error) {
-	if err := t.validate(); err != nil {
+	// The config file fills what the flags left unset; a resumed session brings its own model (so the store
+	// opens first); the config's default model comes last.
+	cfg, err := loadConfig(t.configPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.applyConfig(cfg); err != nil {
 		return nil, err
 	}
 	a = &app{}
@@ -55,6 +61,20 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 			a = nil
 		}
 	}()
+	if !t.noStore {
+		if a.store, err = openStore(ctx, t.db); err != nil {
+			return a, err
+		}
+		st := a.store
+		a.closers = append(a.closers, func() { _ = st.Close() })
+		if err := t.resumeModel(ctx, st); err != nil {
+			return a, err
+		}
+	}
+	t.defaultModel(cfg)
+	if err := t.validate(); err != nil {
+		return a, err
+	}
 	vision := session.VisionUnknown
 	if t.engine.endpoint == "" {
 		vision = session.VisionNo
@@ -63,13 +83,8 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 	}
 	var searcher memory.Searcher
-	if !t.noStore {
-		if a.store, err = openStore(ctx, t.db); err != nil {
-			return a, err
-		}
-		st := a.store
-		a.closers = append(a.closers, func() { _ = st.Close() })
-		searcher = st
+	if a.store != nil {
+		searcher = a.store
 	}
 	reg, closeTools, err := t.toolFlags.registry(ctx, logger, searcher)
 	if err != nil {
@@ -105,14 +120,19 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	// The scheduler decides ahead of each request from the lookahead; the seed's measured costs until the
 	// engine's own are measured.
 	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
-	cfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: modelLabel(t.engine),
-		Logger: logger, Images: a.limits, Scheduler: sched,
+	label := modelLabel(t.engine)
+	if t.modelName != "" {
+		label = t.modelName
+	}
+	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: label,
+		EngineProfile: t.engine.profile(t.modelName),
+		Logger:        logger, Images: a.limits, Scheduler: sched,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
 	if a.store != nil {
-		cfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
+		scfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
 	}
-	if svc, err = session.New(cfg); err != nil {
+	if svc, err = session.New(scfg); err != nil {
 		return a, err
 	}
 	a.svc = svc

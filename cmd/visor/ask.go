@@ -230,8 +230,12 @@ func readPrompt(stdin io.Reader) (string, error) {
 
 // turn is one user request to an agent, from `visor ask` flags or an agent file.
 type turn struct {
-	engine    engineFlags
-	toolFlags toolFlags
+	fs         *flag.FlagSet // the parsed flags, to tell given flags from defaults the config may fill
+	configPath string
+	modelName  string // the config's name for the model, when it came from there
+	fromSpec   bool   // the settings come from an agent file, which the config file does not override
+	engine     engineFlags
+	toolFlags  toolFlags
 	agentOptions
 	agentName string
 	question  string
@@ -243,6 +247,8 @@ type turn struct {
 
 // register adds the flags every agent-running command shares: engine, tools, prompt, limits and storage.
 func (t *turn) register(fs *flag.FlagSet) {
+	t.fs = fs
+	fs.StringVar(&t.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/visor/config.yaml or ~/.config/visor/config.yaml)")
 	t.engine.register(fs)
 	t.toolFlags.register(fs)
 	fs.StringVar(&t.system, "system", "", "system prompt")

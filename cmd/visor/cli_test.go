@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/memory"
 )
 
 // visorExit runs this test binary as visor itself and returns its exit code, stdout and stderr.
@@ -77,5 +82,66 @@ func TestServerPhase(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("serverPhase(%q) = %q, %v; want %q", line, got, ok, want)
 		}
+	}
+}
+
+// writeConfig writes config.yaml where the tests' XDG_CONFIG_HOME points and removes it when the test ends.
+func writeConfig(t *testing.T, src string) {
+	t.Helper()
+	dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "visor")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+}
+
+// TestConfigFileAndSessionsRememberTheirModel: the config's default model runs `visor ask` with no --model; a
+// session resumes with the model it was stored with after the config changed; a flag beats the config.
+func TestConfigFileAndSessionsRememberTheirModel(t *testing.T) {
+	enginetest.Binary(t)
+	dir, chat, ws := tinyWorkspace(t)
+	db := filepath.Join(dir, "v.db")
+	t.Setenv("VISOR_MODEL", "")
+	writeConfig(t, fmt.Sprintf("model: tiny\nmodels:\n  tiny:\n    path: %s\n    plan: off\n    ctx: 2048\ntools: [list_dir]\nworkspace: %s\n", chat, ws))
+
+	out, errOut, err := visor(t, "ask", "What is here?", "--db", db)
+	if err != nil || strings.TrimSpace(out) != "Hi!" || !strings.Contains(errOut, "→ list_dir") {
+		t.Fatalf("ask on the config's model and tools: %v\nstdout %q\nstderr %s", err, out, errOut)
+	}
+	id := regexp.MustCompile(`session ([0-9a-f]+) `).FindStringSubmatch(errOut)
+	if id == nil {
+		t.Fatalf("no session: %s", errOut)
+	}
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := store.Session(context.Background(), id[1])
+	store.Close()
+	if err != nil || sess.Model != "tiny" || !strings.Contains(sess.EngineProfile, chat) {
+		t.Fatalf("stored session %+v, %v: want model tiny and its path", sess, err)
+	}
+
+	// The config now names a model that does not exist; the session still resumes on its own.
+	writeConfig(t, "model: gone\nmodels:\n  gone: {path: /nonexistent.gguf}\n")
+	if out, errOut, err := visor(t, "ask", "--session", id[1], "--db", db, "And now?"); err != nil || strings.TrimSpace(out) != "Hi!" {
+		t.Fatalf("resume with the stored model: %v\n%s", err, errOut)
+	}
+	// A new question uses the config's default, which fails naming the file.
+	if _, _, err := visor(t, "ask", "--db", db, "--no-store", "q"); err == nil || !strings.Contains(err.Error(), "nonexistent.gguf") {
+		t.Fatalf("new session on the config's default: %v", err)
+	}
+	// --model beats the config.
+	if out, _, err := visor(t, "ask", "--model", chat, "--no-store", "--plan", "off", "q"); err != nil || strings.TrimSpace(out) != "Hi!" {
+		t.Fatalf("--model over the config: %v", err)
+	}
+	// A broken config is reported with its line and the fix.
+	writeConfig(t, "models:\n  tiny:\n    pth: x.gguf\n")
+	if _, _, err := visor(t, "ask", "--no-store", "q"); err == nil || !strings.Contains(err.Error(), `config.yaml:3:5: unknown key "pth" in models.tiny — did you mean "path"?`) {
+		t.Fatalf("broken config: %v", err)
 	}
 }

@@ -291,7 +291,7 @@ func TestRunAgentFromYAML(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	_ = os.WriteFile(bad, []byte("name: x\nmodel: {path: m.gguf}\nmax_stpes: 2\n"), 0o644)
-	if _, _, err := visor(t, "run", bad, "hi"); err == nil || !strings.Contains(err.Error(), "bad.yaml:3: unknown key max_stpes: did you mean max_steps?") {
+	if _, _, err := visor(t, "run", bad, "hi"); err == nil || !strings.Contains(err.Error(), bad+":3:1: unknown key max_stpes — did you mean max_steps?") {
 		t.Fatalf("typo in agent file: %v", err)
 	}
 }

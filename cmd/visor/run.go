@@ -24,6 +24,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.StringVar(&t.db, "db", "", "conversation database (default ~/.local/share/visor/visor.db)")
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
 	fs.BoolVar(&t.noStore, "no-store", false, "do not store this conversation")
+	var model, mmproj, endpoint string
+	fs.StringVar(&model, "model", os.Getenv("VISOR_MODEL"), "run the agent on this GGUF file (or a model named in the config file) instead of the file's model (env VISOR_MODEL)")
+	fs.StringVar(&mmproj, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector for --model (env VISOR_MMPROJ)")
+	fs.StringVar(&endpoint, "endpoint", "", "run the agent on a running OpenAI-compatible server instead (URL)")
+	fs.StringVar(&t.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/visor/config.yaml or ~/.config/visor/config.yaml)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -44,6 +49,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	}
 	if err := applySpec(&t, spec); err != nil {
 		return err
+	}
+	t.fs, t.fromSpec = fs, true
+	if model != "" || endpoint != "" {
+		// The command line's model replaces the file's whole model section: its projector and context were
+		// chosen for another model.
+		t.engine = engineFlags{model: model, mmproj: mmproj, endpoint: endpoint, parallel: 1, plan: "auto", gpu: "auto"}
 	}
 	t.question, t.images = prompt, images
 	return runTurn(ctx, t, stdout, stderr, logger)

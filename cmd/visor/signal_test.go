@@ -23,7 +23,15 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	// No test reads the developer's own config file; tests that want one write it here.
+	cfgDir, err := os.MkdirTemp("", "visor-test-config")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", cfgDir)
+	code := m.Run()
+	os.RemoveAll(cfgDir)
+	os.Exit(code)
 }
 
 // TestCtrlCStopsCleanly interrupts a streaming `visor ask` with SIGINT: it must exit promptly, stop the
