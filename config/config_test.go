@@ -57,7 +57,7 @@ workspace: ws
 func TestInvalidConfigNamesLineAndFix(t *testing.T) {
 	cases := []struct{ src, want string }{
 		{"model: big\nmodels:\n  small: {path: s.gguf}\n", "c.yaml:1:1: model \"big\" is not one of the models below — add it under `models:` or use one of: small"},
-		{"models:\n  small:\n    pth: s.gguf\n", `c.yaml:3:5: unknown key "pth" in models.small — did you mean "path"?`},
+		{"models:\n  small:\n    pth: s.gguf\n", `c.yaml:3:5: unknown key pth in models.small — did you mean path?`},
 		{"models:\n  small: {ctx: 4096}\n", "c.yaml:2:3: model small has neither path nor endpoint"},
 		{"tools: list_dir\n", "c.yaml:1:8: tools should be a list"},
 	}

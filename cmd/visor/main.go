@@ -21,7 +21,9 @@ usage:
   visor ask "question" [--image file.png] [--model M.gguf [--mmproj P.gguf] | --endpoint URL] [--tools a,b]
   visor chat [--model M.gguf --mmproj P.gguf | --endpoint URL] [--tools a,b]   chat on the terminal; /image PATH attaches a screenshot
   visor web [--addr 127.0.0.1:8765] [engine and tool flags]   the chat with screenshots in a browser
-  visor run agent.yaml ["prompt"] [--image file.png] [--session ID]   run an agent defined in YAML
+  visor run agent.yaml ["prompt"] [--model M.gguf|NAME] [--image file.png] [--session ID]   run an agent defined in YAML
+  visor validate FILE…               check agent files (and config.yaml) without running them: file:line:col: problem — fix
+  visor schema agent|config          print the JSON Schema of agent files or the config file
   visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
@@ -34,7 +36,8 @@ usage:
   visor simulate --trace FILE [--costs seed|h200|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines
   visor version                      print visor's version (also --version)
 
-Run "visor COMMAND -h" for a command's flags.
+Run "visor COMMAND -h" for a command's flags. Defaults (model, tools, workspace) come from
+$XDG_CONFIG_HOME/visor/config.yaml (~/.config/visor/config.yaml; see examples/config.yaml); flags override it.
 `
 
 func main() {
@@ -54,7 +57,7 @@ func main() {
 }
 
 var commands = []string{"ask", "chat", "web", "run", "validate", "mcp", "demo", "serve", "toolcalls", "sessions",
-	"plan", "models", "engine", "help", "version"}
+	"plan", "models", "engine", "help", "version", "schema"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -75,6 +78,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdChat(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, logger)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "schema":
+		return cmdSchema(args[1:], stdout)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr, logger)
 	case "toolcalls":

@@ -139,9 +139,9 @@ func check(file string, n *yaml.Node, t reflect.Type, path string) *Problem {
 			k, v := n.Content[i], n.Content[i+1]
 			f, ok := fields[k.Value]
 			if !ok {
-				p := &Problem{File: file, Line: k.Line, Col: k.Column, Problem: fmt.Sprintf("unknown key %q%s", k.Value, in(path))}
+				p := &Problem{File: file, Line: k.Line, Col: k.Column, Problem: fmt.Sprintf("unknown key %s%s", k.Value, in(path))}
 				if near := nearest(k.Value, keys(fields)); near != "" {
-					p.Fix = fmt.Sprintf("did you mean %q?", near)
+					p.Fix = fmt.Sprintf("did you mean %s?", near)
 				} else {
 					p.Fix = "known keys: " + strings.Join(keys(fields), ", ")
 				}

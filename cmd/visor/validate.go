@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/config"
+)
+
+// cmdValidate is `visor validate FILE…`: it checks agent files (and config files, by their name config.yaml)
+// without starting anything, printing each problem as file:line:col: problem — fix.
+func cmdValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return &usageError{"validate: no files: visor validate agent.yaml… (config.yaml files are checked as the config)"}
+	}
+	bad := 0
+	for _, path := range fs.Args() {
+		if err := validateFile(path); err != nil {
+			bad++
+			fmt.Fprintln(stdout, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: ok\n", path)
+	}
+	if bad > 0 {
+		return fmt.Errorf("validate: %d of %d files have problems", bad, fs.NArg())
+	}
+	return nil
+}
+
+func validateFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, errors.Unwrap(err))
+	}
+	switch filepath.Base(path) {
+	case "config.yaml", "config.yml":
+		_, err = config.Parse(b, path)
+	default:
+		_, err = agentfile.Parse(b, path)
+	}
+	return err
+}
+
+// cmdSchema is `visor schema agent|config`: the JSON Schema visor checks those files by.
+func cmdSchema(args []string, stdout io.Writer) error {
+	var b []byte
+	var err error
+	switch {
+	case len(args) == 1 && args[0] == "agent":
+		b, err = agentfile.Schema()
+	case len(args) == 1 && args[0] == "config":
+		b, err = config.Schema()
+	default:
+		return &usageError{"schema: say which: visor schema agent|config"}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(b)
+	return err
+}
