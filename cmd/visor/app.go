@@ -32,6 +32,8 @@ type app struct {
 	store   *memory.Store
 	limits  images.Limits
 	closers []func()
+	// turn is the request as run: the config file and a resumed session's model applied.
+	turn turn
 }
 
 func (a *app) close() {
@@ -75,6 +77,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	if err := t.validate(); err != nil {
 		return a, err
 	}
+	a.turn = t
 	vision := session.VisionUnknown
 	if t.engine.endpoint == "" {
 		vision = session.VisionNo
@@ -120,11 +123,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	// The scheduler decides ahead of each request from the lookahead; the seed's measured costs until the
 	// engine's own are measured.
 	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
-	label := modelLabel(t.engine)
-	if t.modelName != "" {
-		label = t.modelName
-	}
-	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: label,
+	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: t.engine.profile(t.modelName),
 		Logger:        logger, Images: a.limits, Scheduler: sched,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/visorhq/visor/frontend/tui"
 	"github.com/visorhq/visor/session"
 )
 
@@ -21,7 +22,9 @@ const chatHelp = `type a message and press Enter; commands:
 `
 
 // cmdChat is `visor chat`: a conversation on the terminal with screenshots. An attached image is prefilled at
-// once, so its encode (and, on a swapping engine, the MTP↔vision swap) happens while the question is typed.
+// once, so its encode (and, on a swapping engine, the MTP↔vision swap) happens while the question is typed. On
+// a terminal it is the full-screen chat (frontend/tui); with stdin or stdout not a terminal it reads one
+// message or command per line, so scripts can drive it.
 func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
@@ -37,14 +40,31 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer a.close()
-	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: "chat"})
+	tty := isTerminal(stdin) && isTerminal(stdout)
+	title := "chat"
+	if tty {
+		title = "" // the first message names it, so the session picker tells chats apart
+	}
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: title})
 	if err != nil {
 		return fmt.Errorf("--session: %w", err)
 	}
-	defer sess.Close()
 	if err := a.ensureEngine(ctx); err != nil {
+		sess.Close()
 		return err
 	}
+	if tty {
+		// A person at a terminal gets the full-screen chat; pipes keep the line protocol below.
+		b := newChatBackend(ctx, a, sess, sessionLabel(a.turn))
+		err := tui.Run(ctx, b, tui.Options{History: sess.History()})
+		id := b.session().ID()
+		b.close()
+		if a.svc.Stored() {
+			fmt.Fprintf(stderr, "session %s (continue with: visor chat --session %s)\n", id, shortID(id))
+		}
+		return err
+	}
+	defer sess.Close()
 	c := &chat{ctx: ctx, app: a, sess: sess, stdout: stdout, stderr: stderr, showReasoning: t.showReasoning}
 	fmt.Fprint(stderr, chatHelp)
 	in := bufio.NewReader(stdin)

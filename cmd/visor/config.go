@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/visorhq/visor/agent/agentfile"
@@ -139,15 +138,13 @@ func (e engineFlags) profile(name string) string {
 	return string(b)
 }
 
-// sessionModelName is what the session list shows as its model.
-func sessionModelName(e engineFlags, name string) string {
-	switch {
-	case name != "":
-		return name
-	case e.model != "":
-		return filepath.Base(e.model)
+// sessionLabel is what the session list and status lines show as the model: the config's name for it, or
+// the file's name, or the (redacted) endpoint.
+func sessionLabel(t turn) string {
+	if t.modelName != "" {
+		return t.modelName
 	}
-	return e.endpoint
+	return modelLabel(t.engine)
 }
 
 // resumeModel gives a resumed session the model it was stored with, when the command line names none.

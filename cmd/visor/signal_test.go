@@ -19,6 +19,10 @@ import (
 
 // TestMain lets a test run this binary as the visor command itself, to send it real signals.
 func TestMain(m *testing.M) {
+	if os.Getenv(slowMCPEnv) != "" { // first: visor's own subprocesses inherit VISOR_TEST_AS_MAIN
+		serveSlowMCP()
+		return
+	}
 	if os.Getenv("VISOR_TEST_AS_MAIN") != "" {
 		main()
 		return
