@@ -8,6 +8,7 @@ package web
 import (
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
+	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 )
 
@@ -59,6 +62,23 @@ type Config struct {
 	SessionIdle time.Duration
 	// Now is the clock for idle times; default time.Now.
 	Now func() time.Time
+	// History lists stored sessions for the page's session list; nil lists this server's chats only.
+	History History
+	// Status, when set, describes the model for the page's status line.
+	Status func() Status
+}
+
+// History lists stored conversations; *memory.Store implements it.
+type History interface {
+	ListSessions(ctx context.Context, f memory.SessionFilter) ([]memory.Session, error)
+}
+
+// Status is what the page's status line shows about the model and the engine; per-chat numbers (context used,
+// tokens/s, draft acceptance) come with each turn.
+type Status struct {
+	Model       string   `json:"model"`
+	ContextSize int      `json:"context_size"`
+	Resident    []string `json:"resident"` // what is loaded beside the weights: "projector", "MTP"
 }
 
 // Server is the chat's HTTP handler.
@@ -80,6 +100,20 @@ type chat struct {
 	busy   int                // requests in flight; guarded by Server.mu
 
 	conv *session.Session
+
+	// turn guards the running turn's cancel (the stop button) and the chat's numbers for the status line.
+	turn  sync.Mutex
+	stop  context.CancelFunc
+	stats turnStats
+	title string
+}
+
+// turnStats are the status line's per-chat numbers.
+type turnStats struct {
+	ContextUsed     int     `json:"context_used"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	Drafted         int     `json:"drafted"`
+	DraftAccepted   int     `json:"draft_accepted"`
 }
 
 // New returns the chat server.
@@ -118,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /api/sessions", s.newSession)
 	mux.HandleFunc("POST /api/sessions/{id}/attach", s.attach)
 	mux.HandleFunc("POST /api/sessions/{id}/send", s.send)
+	mux.HandleFunc("GET /api/sessions", s.listSessions)
+	mux.HandleFunc("POST /api/sessions/{id}/resume", s.resume)
+	mux.HandleFunc("POST /api/sessions/{id}/stop", s.stop)
+	mux.HandleFunc("GET /api/status", s.status)
 	s.handler = guard.Handler(mux)
 	return s, nil
 }
@@ -173,7 +211,7 @@ func (s *Server) newSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	sess := &chat{token: s.guard.Token(r), ctx: ctx, cancel: cancel}
-	conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{Title: "web chat " + time.Now().Format("2006-01-02 15:04")})
+	conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{}) // titled after its first message
 	if err != nil {
 		cancel()
 		httpError(w, http.StatusInternalServerError, "create session: %v", err)
@@ -316,7 +354,15 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
 		flusher.Flush()
 	}
-	res, err := sess.conv.Turn(r.Context(), in.Text, nil, func(ev agent.Event) {
+	ctx, stop := context.WithCancel(r.Context())
+	defer stop()
+	sess.turn.Lock()
+	sess.stop = stop
+	if sess.title == "" {
+		sess.title = oneLine(in.Text, 60)
+	}
+	sess.turn.Unlock()
+	res, err := sess.conv.Turn(ctx, in.Text, nil, func(ev agent.Event) {
 		switch e := ev.(type) {
 		case agent.Token:
 			event("token", map[string]string{"text": e.Text})
@@ -334,7 +380,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	f := res.Finished
-	done := map[string]any{"reason": f.Reason, "steps": f.Steps, "session": res.SessionID}
+	stats := sess.record(res.Added)
+	s.titleStored(r.Context(), res.SessionID, in.Text)
+	done := map[string]any{"reason": f.Reason, "steps": f.Steps, "session": res.SessionID, "stats": stats}
 	if t := f.Final.Timings; t != nil {
 		done["tokens_per_second"], done["cached_tokens"], done["prompt_tokens"] = t.PredictedPerSecond, t.CacheN, t.PromptN
 	}
@@ -342,4 +390,210 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		done["error"] = err.Error()
 	}
 	event("done", done)
+}
+
+// record keeps a turn's numbers for the status line and ends the turn's stop button.
+func (sess *chat) record(added []agent.Message) turnStats {
+	sess.turn.Lock()
+	defer sess.turn.Unlock()
+	sess.stop = nil
+	for _, m := range added {
+		if t := m.Timings; m.Role == "assistant" && t != nil {
+			sess.stats.ContextUsed = t.PromptN + t.CacheN + t.PredictedN
+			if t.PredictedPerSecond > 0 {
+				sess.stats.TokensPerSecond = t.PredictedPerSecond
+			}
+			sess.stats.Drafted += t.DraftN
+			sess.stats.DraftAccepted += t.DraftNAccepted
+		}
+	}
+	return sess.stats
+}
+
+// titler renames a stored session; *memory.Store implements it.
+type titler interface {
+	Session(ctx context.Context, id string) (memory.Session, error)
+	UpdateSession(ctx context.Context, sess memory.Session) error
+}
+
+// titleStored names an untitled stored session after its first message, so the session list tells chats apart.
+func (s *Server) titleStored(ctx context.Context, id, text string) {
+	t, ok := s.cfg.History.(titler)
+	if !ok || id == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	st, err := t.Session(ctx, id)
+	if err != nil || st.Title != "" {
+		return
+	}
+	st.Title = oneLine(text, 60)
+	if err := t.UpdateSession(ctx, st); err != nil {
+		s.cfg.Logger.Warn("title the session", "err", err)
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type sessionInfo struct {
+	ID       string    `json:"id"`
+	Title    string    `json:"title"`
+	Model    string    `json:"model,omitempty"`
+	Updated  time.Time `json:"updated"`
+	Messages int       `json:"messages"`
+}
+
+// listSessions lists stored sessions (without History, this server's chats), newest first.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	out := []sessionInfo{}
+	if s.cfg.History != nil {
+		ss, err := s.cfg.History.ListSessions(r.Context(), memory.SessionFilter{Limit: 100})
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, "list sessions: %v", err)
+			return
+		}
+		for _, st := range ss {
+			out = append(out, sessionInfo{ID: st.ID, Title: st.Title, Model: st.Model, Updated: st.UpdatedAt, Messages: st.MessageCount})
+		}
+	} else {
+		s.mu.Lock()
+		for _, c := range s.sessions {
+			c.turn.Lock()
+			out = append(out, sessionInfo{ID: c.id, Title: c.title, Updated: c.used, Messages: len(c.conv.History())})
+			c.turn.Unlock()
+		}
+		s.mu.Unlock()
+		sort.Slice(out, func(i, j int) bool { return out[i].Updated.After(out[j].Updated) })
+	}
+	writeJSON(w, map[string]any{"sessions": out})
+}
+
+// maxInlineImage bounds an image sent back inline with a resumed chat's messages; larger ones are left out.
+const maxInlineImage = 4 << 20
+
+type shownMessage struct {
+	Role      string   `json:"role"`
+	Content   string   `json:"content,omitempty"`
+	Images    []string `json:"images,omitempty"` // data: URLs
+	Calls     []string `json:"calls,omitempty"`
+	Tool      string   `json:"tool,omitempty"`
+	IsError   bool     `json:"is_error,omitempty"`
+	Cut       bool     `json:"interrupted,omitempty"`
+	Reasoning int      `json:"reasoning_bytes,omitempty"`
+}
+
+// resume makes the stored (or this server's) session id this page's chat and returns its messages: a reload,
+// or a pick from the session list. A chat another page holds moves to this one unless it is answering.
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	token := s.guard.Token(r)
+	s.mu.Lock()
+	c := s.sessions[id]
+	if c != nil && c.busy > 0 && c.token != token {
+		s.mu.Unlock()
+		httpError(w, http.StatusConflict, "chat %q is answering in another page: wait for it, or stop it there", id)
+		return
+	}
+	if c != nil {
+		c.token, c.used = token, s.cfg.Now()
+	}
+	s.mu.Unlock()
+	if c == nil {
+		if !s.makeRoom() {
+			httpError(w, http.StatusServiceUnavailable, "all %d chats are busy answering: wait for one to finish, then try again", s.cfg.MaxSessions)
+			return
+		}
+		conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{Resume: id})
+		if errors.Is(err, session.ErrNotFound) || errors.Is(err, memory.ErrNotFound) {
+			httpError(w, http.StatusNotFound, "no session %q: pick one from GET /api/sessions, or create one with POST /api/sessions", id)
+			return
+		}
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, "open session %q: %v", id, err)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+		c = &chat{id: conv.ID(), token: token, ctx: ctx, cancel: cancel, conv: conv}
+		c.stats.ContextUsed = agent.ContextUsed(conv.History())
+		s.mu.Lock()
+		if have := s.sessions[c.id]; have != nil { // another request opened it meanwhile
+			s.mu.Unlock()
+			cancel()
+			conv.Close()
+			c = have
+		} else {
+			c.used = s.cfg.Now()
+			s.sessions[c.id] = c
+			s.mu.Unlock()
+		}
+	}
+	history := c.conv.History()
+	msgs := make([]shownMessage, 0, len(history))
+	for _, m := range history {
+		sm := shownMessage{Role: m.Role, Content: m.Content, Tool: m.ToolName, IsError: m.IsError, Cut: m.Interrupted,
+			Reasoning: len(m.Reasoning)}
+		for _, im := range m.Images {
+			if len(im.Data) <= maxInlineImage {
+				sm.Images = append(sm.Images, "data:"+im.MIME+";base64,"+base64.StdEncoding.EncodeToString(im.Data))
+			}
+		}
+		for _, call := range m.ToolCalls {
+			sm.Calls = append(sm.Calls, call.Name+" "+string(call.Arguments))
+		}
+		msgs = append(msgs, sm)
+	}
+	c.turn.Lock()
+	stats := c.stats
+	c.turn.Unlock()
+	writeJSON(w, map[string]any{"session": c.id, "messages": msgs, "stats": stats})
+}
+
+// stop cancels the chat's running turn; what streamed so far is stored, marked interrupted.
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	c := s.sessions[id]
+	owner := ""
+	if c != nil {
+		owner = c.token
+	}
+	s.mu.Unlock()
+	if c == nil {
+		httpError(w, http.StatusNotFound, "no chat %q", id)
+		return
+	}
+	if owner != s.guard.Token(r) {
+		httpError(w, http.StatusForbidden, "chat %q belongs to another page", id)
+		return
+	}
+	c.turn.Lock()
+	stop := c.stop
+	c.turn.Unlock()
+	if stop != nil {
+		stop()
+	}
+	writeJSON(w, map[string]bool{"stopped": stop != nil})
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	st := Status{Model: s.cfg.Name}
+	if s.cfg.Status != nil {
+		st = s.cfg.Status()
+	}
+	if st.Resident == nil {
+		st.Resident = []string{}
+	}
+	writeJSON(w, st)
 }

@@ -204,3 +204,48 @@ func TestBadRequestsSayWhatToDo(t *testing.T) {
 		t.Errorf("non-loopback address accepted: %v", err)
 	}
 }
+
+// TestSessionsStopAndStatusWithoutAStore: without a store the list holds this server's chats; resume and stop
+// answer for this page's chats; unknown ones get 404 with what to do.
+func TestSessionsStopAndStatusWithoutAStore(t *testing.T) {
+	ui, err := web.New(web.Config{Sessions: fakeService(t, nil, nil), Status: func() web.Status { return web.Status{Model: "m.gguf", ContextSize: 512} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ui)
+	defer hs.Close()
+	tok := pageToken(t, hs.URL)
+	do := func(method, url string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, nil)
+		req.Header.Set("X-Visor-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	code, created := do("POST", hs.URL+"/api/sessions")
+	id, _ := created["session"].(string)
+	if code != 200 || id == "" {
+		t.Fatalf("create: %d %v", code, created)
+	}
+	if code, v := do("GET", hs.URL+"/api/sessions"); code != 200 || len(v["sessions"].([]any)) != 1 {
+		t.Errorf("list: %d %v", code, v)
+	}
+	if code, v := do("POST", hs.URL+"/api/sessions/"+id+"/resume"); code != 200 || v["session"] != id {
+		t.Errorf("resume: %d %v", code, v)
+	}
+	if code, v := do("POST", hs.URL+"/api/sessions/nope/resume"); code != 404 || !strings.Contains(v["error"].(string), "GET /api/sessions") {
+		t.Errorf("resume an unknown session: %d %v", code, v)
+	}
+	if code, v := do("POST", hs.URL+"/api/sessions/"+id+"/stop"); code != 200 || v["stopped"] != false {
+		t.Errorf("stop with no turn running: %d %v", code, v)
+	}
+	if code, v := do("GET", hs.URL+"/api/status"); code != 200 || v["model"] != "m.gguf" || v["context_size"] != float64(512) {
+		t.Errorf("status: %d %v", code, v)
+	}
+}
