@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -184,5 +185,27 @@ func TestExamplesValidateAndRunOnTheTinyModel(t *testing.T) {
 	want := fmt.Sprintf(`%s:%d:1: unknown key max_step — did you mean max_steps?`, broken, line)
 	if code != 1 || !strings.Contains(out, want) {
 		t.Fatalf("validate a broken file: exit %d\n%s\nwant %s", code, out, want)
+	}
+}
+
+// TestChatLineProtocolSkipsAHugeLine: a line over the limit is reported and skipped; the lines after it are read.
+func TestChatLineProtocolSkipsAHugeLine(t *testing.T) {
+	const max = 1 << 20
+	huge := strings.Repeat("x", max+10)
+	r := bufio.NewReaderSize(strings.NewReader("first\r\n"+huge+"\nthird\nlast"), 64*1024)
+	var got []string
+	for {
+		l, err := readLine(r, max)
+		if errors.Is(err, errLineTooLong) {
+			got = append(got, "<too long>")
+			continue
+		}
+		if err != nil {
+			break
+		}
+		got = append(got, l)
+	}
+	if strings.Join(got, "|") != "first|<too long>|third|last" {
+		t.Fatalf("lines %q", got)
 	}
 }
