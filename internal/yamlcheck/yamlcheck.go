@@ -59,10 +59,11 @@ func Decode(data []byte, file string, out any) (*yaml.Node, error) {
 		return nil, syntaxProblem(file, err)
 	}
 	var second yaml.Node
-	if err := dec.Decode(&second); err == nil && !emptyDoc(&second) {
+	switch err := dec.Decode(&second); {
+	case err == nil && !emptyDoc(&second):
 		return nil, &Problem{File: file, Line: second.Line, Col: second.Column, Problem: "a second YAML document (after ---)",
 			Fix: "keep one document per file: remove the --- line and what follows, or move it to its own file"}
-	} else if !errors.Is(err, io.EOF) {
+	case err != nil && !errors.Is(err, io.EOF):
 		return nil, syntaxProblem(file, err)
 	}
 	root := &doc
