@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 . scripts/cgo-flags.sh
 
 engine_dir=${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}
-scripts/install-engine.sh "$engine_dir" >/dev/null
+# The install says what it does (about 20 s the first time); an engine already there is not news.
+scripts/install-engine.sh "$engine_dir" | sed '/already installed/d' >&2
 export VISOR_ENGINE_DIR="$engine_dir"
 mkdir -p bin
 echo "building bin/visor …" >&2
