@@ -212,13 +212,14 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 			prog.Done("failed")
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
 		}
-		prog.Done("ready")
 		if e.mmproj != "" {
 			if err := llamacpp.CheckTokenizer(ctx, srv.Client(), filepath.Base(e.model)); err != nil {
+				prog.Done("failed")
 				_ = srv.Stop(context.Background())
 				return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
 			}
 		}
+		prog.Done("ready")
 		if onGPU && e.warmup {
 			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it
 			// now, with progress on screen, rather than silently on the user's first screenshot.
