@@ -11,6 +11,8 @@
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/visor ./cmd/visor
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
 # Run (on the GPU machine, from the repository root): scripts/gpu-seed-check.sh [seedcheck flags, e.g. -free 23.4GB]
+# Only the tokens/s comparison (same ballast, plan and warm-up start; no control run, no screenshots):
+#   scripts/gpu-seed-check.sh -tps-only -reps 16 -tps-tokens 256 -tps-budget 150s
 # Without a GPU, `seedcheck -dry -model M -mmproj P` checks the flow on the CPU with small models (no NVML, no ballast).
 # Results: $OUT/results.json, the llama-server logs and PASS/FAIL lines on stdout (the screenshots stay in the work
 # folder). Skips (exit 0) without an NVIDIA GPU, and in CI.

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/visorhq/visor/engine"
 )
 
 // TestChecksFailEveryFailedTurn replays the H200 run where the engine aborted on the first image: the control
@@ -54,5 +56,36 @@ func TestChecksFailFailedTurnInCompleteRun(t *testing.T) {
 		if !strings.Contains(lines, w) {
 			t.Errorf("no %q in:\n%s", w, lines)
 		}
+	}
+}
+
+// TestTPSChecksBothRatios: the ratio of medians and the median of per-pair ratios are both held to 0.99. Here the
+// medians are equal while visor lost two of three pairs by 12%: the per-pair line must fail. A -tps-only run
+// reports only the tokens/s lines, and the server's own spread and accepted drafts.
+func TestTPSChecksBothRatios(t *testing.T) {
+	tim := func(tps float64) engine.Timings {
+		return engine.Timings{PredictedN: 256, PredictedPerSecond: tps, DraftN: 255, DraftNAccepted: 255}
+	}
+	rep := Report{TPSOnly: true, Runs: []Run{{Warmup: true, Mode: "resident",
+		VisorTPS: []float64{60, 70, 80}, RawTPS: []float64{70, 80, 60}, ServerTPS: []float64{60, 70, 80},
+		RawServerTPS: []float64{70, 80, 60}, VisorTimings: []engine.Timings{tim(60), tim(70), tim(80)},
+		RawTimings: []engine.Timings{tim(70), tim(80), tim(60)}}}}
+	lines := strings.Join(checks(rep), "\n")
+	for _, w := range []string{
+		"PASS  visor streamed 70.0 tokens/s vs raw HTTP 70.0, medians of 3 alternating pairs (≥ 0.99×: ratio of medians 1.000)",
+		"FAIL  visor / raw tokens/s per pair: median 0.875 of 3 pairs (≥ 0.99; pairs 0.857–1.333)",
+		"info  server's own rate over the 6 requests: 60.0–80.0 tokens/s (spread 33.3%); drafts accepted: 255/255 ×6",
+	} {
+		if !strings.Contains(lines, w) {
+			t.Errorf("no %q in:\n%s", w, lines)
+		}
+	}
+	if strings.Contains(lines, "plan ") || strings.Contains(lines, "TTFT") {
+		t.Errorf("a -tps-only run reports image checks:\n%s", lines)
+	}
+	rep.Runs[0].VisorTPS = []float64{69.5, 79.5, 59.6}
+	lines = strings.Join(checks(rep), "\n")
+	if strings.Contains(lines, "FAIL") {
+		t.Errorf("visor within 1%% of raw in every pair, yet a FAIL:\n%s", lines)
 	}
 }

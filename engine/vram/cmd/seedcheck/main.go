@@ -6,9 +6,12 @@
 //   - the minimum free memory during the image turns with the plan's margin;
 //   - the first image's time to first token after start with a later image's (with and without visor's warm-up,
 //     each on a fresh shader cache, so both pay the one-time pipeline compiles);
-//   - tokens/s streamed through visor's client with a raw HTTP read of the same server.
+//   - tokens/s streamed through visor's client with a raw HTTP read of the same server: identical greedy requests
+//     (temperature 0, fixed seed), so the MTP drafts are accepted the same way each time and the server's own
+//     rate does not swing from request to request.
 //
 // Usage: seedcheck -visor VISOR -server LLAMA_SERVER [-work DIR] [-out DIR] [-free 23.4GB] [-control=true]
+// [-tps-only] [-reps 6] [-tps-tokens 512] [-tps-budget 0]
 package main
 
 import (
@@ -73,13 +76,17 @@ type Run struct {
 	RawTPS        []float64 `json:"raw_tps,omitempty"`
 	ServerTPS     []float64 `json:"server_tps,omitempty"`
 	RawServerTPS  []float64 `json:"raw_server_tps,omitempty"`
-	Placement     []string  `json:"placement_lines,omitempty"`
-	Err           string    `json:"error,omitempty"`
+	// The server's timings for each tokens/s request (drafts accepted included), to show its own noise.
+	VisorTimings []engine.Timings `json:"visor_timings,omitempty"`
+	RawTimings   []engine.Timings `json:"raw_timings,omitempty"`
+	Placement    []string         `json:"placement_lines,omitempty"`
+	Err          string           `json:"error,omitempty"`
 }
 
 // Report is results.json.
 type Report struct {
 	GPU           string  `json:"gpu"`
+	TPSOnly       bool    `json:"tps_only,omitempty"`
 	TotalMiB      float64 `json:"total_mib"`
 	FreeStartMiB  float64 `json:"free_start_mib"`
 	FreeBallast   float64 `json:"free_after_ballast_mib"`
@@ -103,13 +110,19 @@ func main() {
 	freeSpec := flag.String("free", "23.4GB", "free GPU memory to leave (the seed's budget)")
 	control := flag.Bool("control", true, "first run a start without warm-up, to show what it saves")
 	reps := flag.Int("reps", 6, "tokens/s measurements per client (pairs alternate which goes first)")
+	tpsOnly := flag.Bool("tps-only", false, "only the tokens/s part: no control run and no image turns (ballast, plan and the warm-up start stay, so the server is the one visor picks)")
+	flag.IntVar(&tpsTokens, "tps-tokens", tpsTokens, "tokens per tokens/s request")
+	tpsBudget := flag.Duration("tps-budget", 0, "stop the tokens/s pairs (after an even number) before they take longer than this; 0: no limit")
 	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
 	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
 	flag.StringVar(&dryMMProj, "mmproj", "", "with -dry: the projector")
 	flag.Parse()
 	ctx := context.Background()
 	dryRun = *dry
-	if err := run(ctx, *visor, *server, *work, *out, *freeSpec, *control, *reps); err != nil {
+	if *tpsOnly {
+		*control = false
+	}
+	if err := run(ctx, *visor, *server, *work, *out, *freeSpec, *control, *tpsOnly, *reps, *tpsBudget); err != nil {
 		fmt.Fprintln(os.Stderr, "seedcheck:", err)
 		os.Exit(1)
 	}
@@ -123,13 +136,16 @@ var (
 
 func say(f string, a ...any) { fmt.Printf("seedcheck: "+f+"\n", a...) }
 
-func run(ctx context.Context, visor, server, work, out, freeSpec string, control bool, reps int) error {
+func run(ctx context.Context, visor, server, work, out, freeSpec string, control, tpsOnly bool, reps int,
+	tpsBudget time.Duration) error {
 	target, err := vram.ParseSize(freeSpec)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return err
+	for _, d := range []string{work, out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	model, mmproj := filepath.Join(work, "qwen3.6-35b-a3b.gguf"), filepath.Join(work, "mmproj-qwen3.6.gguf")
 	if dryRun {
@@ -147,6 +163,9 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 	shots := []*shot{{Name: "1440p-a", W: 2560, H: 1440, Seed: 1}, {Name: "1440p-b", W: 2560, H: 1440, Seed: 2},
 		{Name: "1080p", W: 1920, H: 1080, Seed: 3}, {Name: "largest-2048", W: 2048, H: 2048, Seed: 4},
 		{Name: "1440p-c", W: 2560, H: 1440, Seed: 5}}
+	if tpsOnly {
+		shots = nil
+	}
 	for _, s := range shots {
 		if s.png, err = screenshot(s.W, s.H, s.Seed); err != nil {
 			return err
@@ -161,7 +180,7 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 		return err
 	}
 	defer mon.stop()
-	rep := Report{GPU: mon.name, TotalMiB: mib(mon.total)}
+	rep := Report{GPU: mon.name, TotalMiB: mib(mon.total), TPSOnly: tpsOnly}
 	rep.FreeStartMiB = mib(mon.free())
 	say("%s: %.0f MiB free of %.0f; holding memory until %.0f MiB are left", mon.name, rep.FreeStartMiB, rep.TotalMiB, mib(target))
 	left := target
@@ -202,7 +221,7 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 	}
 	modes = append(modes, true)
 	for i, warm := range modes {
-		r := serveRun(ctx, mon, visor, server, model, mmproj, filepath.Join(work, fmt.Sprintf("state-%d", i)), out, i, warm, shots, reps)
+		r := serveRun(ctx, mon, visor, server, model, mmproj, filepath.Join(work, fmt.Sprintf("state-%d", i)), out, i, warm, shots, reps, tpsBudget)
 		rep.Runs = append(rep.Runs, r)
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		_ = os.WriteFile(filepath.Join(out, "results.json"), b, 0o644)
@@ -245,7 +264,7 @@ var servingRE = regexp.MustCompile(`serving \S+ at (http://\S+)`)
 
 // serveRun starts `visor serve` (plan auto, warm-up on or off) on a fresh shader cache and measures it.
 func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, state, out string, n int, warm bool,
-	shots []*shot, reps int) (r Run) {
+	shots []*shot, reps int, tpsBudget time.Duration) (r Run) {
 	r.Warmup = warm
 	fail := func(err error) Run { r.Err = err.Error(); say("run %d: %v", n, err); return r }
 	shader := filepath.Join(state, "shader-cache")
@@ -338,23 +357,36 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 		r.Turns = append(r.Turns, t)
 	}
 	if warm {
+		t0 := time.Now()
 		for i := range reps {
+			// Stop after an even number of pairs, so both orders count equally, when another two would overrun.
+			if i%2 == 0 && i > 0 && tpsBudget > 0 && time.Since(t0)*time.Duration(i+2)/time.Duration(i) > tpsBudget {
+				say("run %d tokens/s: stopping after %d pairs (budget %s)", n, i, tpsBudget)
+				break
+			}
 			// Pairs alternate which client goes first, so neither gets a systematic position.
-			var v, sv, raw, rsv float64
+			var v, raw float64
+			var vt, rt engine.Timings
 			var err, rerr error
 			if i%2 == 0 {
-				v, sv, err = streamVisor(ctx, c)
-				raw, rsv, rerr = streamRaw(ctx, url)
+				v, vt, err = streamVisor(ctx, c)
+				raw, rt, rerr = streamRaw(ctx, url)
 			} else {
-				raw, rsv, rerr = streamRaw(ctx, url)
-				v, sv, err = streamVisor(ctx, c)
+				raw, rt, rerr = streamRaw(ctx, url)
+				v, vt, err = streamVisor(ctx, c)
 			}
 			if err = errors.Join(err, rerr); err != nil {
-				return fail(err)
+				// Keep the pairs measured so far: the run is a FAIL either way, and they still show the ratio.
+				r.Err = fmt.Sprintf("tokens/s pair %d: %v", i, err)
+				say("run %d: %s", n, r.Err)
+				break
 			}
 			r.VisorTPS, r.RawTPS = append(r.VisorTPS, v), append(r.RawTPS, raw)
-			r.ServerTPS, r.RawServerTPS = append(r.ServerTPS, sv), append(r.RawServerTPS, rsv)
-			say("run %d tokens/s #%d: visor %.1f (server %.1f), raw %.1f (server %.1f)", n, i, v, sv, raw, rsv)
+			r.ServerTPS, r.RawServerTPS = append(r.ServerTPS, vt.PredictedPerSecond), append(r.RawServerTPS, rt.PredictedPerSecond)
+			r.VisorTimings, r.RawTimings = append(r.VisorTimings, vt), append(r.RawTimings, rt)
+			say("run %d tokens/s #%d: visor %.1f (server %.1f, %d tokens in %.0f ms, drafts %d/%d), raw %.1f (server %.1f, %d tokens in %.0f ms, drafts %d/%d): ratio %.3f",
+				n, i, v, vt.PredictedPerSecond, vt.PredictedN, vt.PredictedMS, vt.DraftNAccepted, vt.DraftN,
+				raw, rt.PredictedPerSecond, rt.PredictedN, rt.PredictedMS, rt.DraftNAccepted, rt.DraftN, v/raw)
 		}
 	}
 	r.MinFreeMiB = mib(mon.minSince(mark))
@@ -399,19 +431,24 @@ func imageTurn(ctx context.Context, c *engine.Client, s *shot) Turn {
 
 const tpsPrompt = "Write a long story about a lighthouse keeper."
 
+// tpsSeed is every tokens/s request's seed. With temperature 0 the server decodes greedily, so every request
+// generates the same tokens and accepts the same MTP drafts: the two clients are compared on equal work.
+const tpsSeed = 7
+
 // tpsTokens is each tokens/s request's length (a variable so the CPU test can ask for fewer).
 var tpsTokens = 512
 
 // streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
-// own predicted_per_second.
-func streamVisor(ctx context.Context, c *engine.Client) (float64, float64, error) {
-	noCache := false
-	req := engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{MaxTokens: tpsTokens,
+// own timings.
+func streamVisor(ctx context.Context, c *engine.Client) (float64, engine.Timings, error) {
+	noCache, seed := false, tpsSeed
+	// go-openai leaves temperature 0 out (omitempty), so it goes through Extra.
+	req := engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{MaxTokens: tpsTokens, Seed: &seed,
 		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: tpsPrompt}}},
-		Extra: engine.Extra{CachePrompt: &noCache, Fields: map[string]any{"ignore_eos": true}}}
+		Extra: engine.Extra{CachePrompt: &noCache, Fields: map[string]any{"ignore_eos": true, "temperature": 0}}}
 	st, err := c.ChatStream(ctx, req)
 	if err != nil {
-		return 0, 0, err
+		return 0, engine.Timings{}, err
 	}
 	defer st.Close()
 	var first time.Time
@@ -422,7 +459,7 @@ func streamVisor(ctx context.Context, c *engine.Client) (float64, float64, error
 			break
 		}
 		if err != nil {
-			return 0, 0, err
+			return 0, engine.Timings{}, err
 		}
 		for _, cc := range ch.Choices {
 			if first.IsZero() && (cc.Delta.Content != "" || cc.Delta.ReasoningContent != "") {
@@ -433,51 +470,67 @@ func streamVisor(ctx context.Context, c *engine.Client) (float64, float64, error
 			tim = ch.Timings
 		}
 	}
+	el := time.Since(first)
 	if tim == nil || first.IsZero() {
-		return 0, 0, fmt.Errorf("visor stream: no timings or no content")
+		return 0, engine.Timings{}, fmt.Errorf("visor stream: no timings or no content")
 	}
-	return float64(tim.PredictedN-1) / time.Since(first).Seconds(), tim.PredictedPerSecond, nil
+	return float64(tim.PredictedN-1) / el.Seconds(), *tim, nil
+}
+
+// rawBody is the request streamVisor sends, as go-openai and visor's client write it (TestClientsSendTheSameRequest
+// holds the two equal).
+func rawBody() string {
+	return fmt.Sprintf(`{"model":"","messages":[{"role":"user","content":%q}],"max_tokens":%d,"seed":%d,"stream":true,"cache_prompt":false,"ignore_eos":true,"temperature":0}`,
+		tpsPrompt, tpsTokens, tpsSeed)
 }
 
 // streamRaw reads the same request's SSE stream with net/http and nothing else; it returns tokens/s after the
-// first token and the server's own predicted_per_second.
-func streamRaw(ctx context.Context, url string) (float64, float64, error) {
-	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}],"max_tokens":%d,"stream":true,"cache_prompt":false,"ignore_eos":true}`,
-		tpsPrompt, tpsTokens)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+// first token and the server's own timings.
+func streamRaw(ctx context.Context, url string) (float64, engine.Timings, error) {
+	var tim struct {
+		Timings engine.Timings `json:"timings"`
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(rawBody()))
 	if err != nil {
-		return 0, 0, err
+		return 0, tim.Timings, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// As in visor's client: a request written onto a keep-alive connection the server just closed is retried on
+	// a fresh one (the header is not sent with a nil value).
+	req.Header["X-Idempotency-Key"] = nil
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, tim.Timings, err
 	}
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)
 	var first time.Time
-	n, server := 0, 0.0
+	var last []byte
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && bytes.HasPrefix(line, []byte("data: ")) {
 			if first.IsZero() && bytes.Contains(line, []byte(`"content":"`)) {
 				first = time.Now()
 			}
-			if i := bytes.Index(line, []byte(`"predicted_n":`)); i >= 0 {
-				_, _ = fmt.Sscanf(string(line[i+len(`"predicted_n":`):]), "%d", &n)
-			}
-			if i := bytes.Index(line, []byte(`"predicted_per_second":`)); i >= 0 {
-				_, _ = fmt.Sscanf(string(line[i+len(`"predicted_per_second":`):]), "%g", &server)
+			if bytes.Contains(line, []byte(`"timings":`)) {
+				last = line
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
-	if first.IsZero() || n == 0 {
-		return 0, 0, fmt.Errorf("raw stream: no content or no timings")
+	el := time.Since(first)
+	// The timings chunk is decoded after the clock stopped, so the raw read stays a plain read.
+	if last != nil {
+		if err := json.Unmarshal(bytes.TrimPrefix(bytes.TrimSpace(last), []byte("data: ")), &tim); err != nil {
+			return 0, tim.Timings, fmt.Errorf("raw stream: timings chunk: %w", err)
+		}
 	}
-	return float64(n-1) / time.Since(first).Seconds(), server, nil
+	if first.IsZero() || tim.Timings.PredictedN == 0 {
+		return 0, tim.Timings, fmt.Errorf("raw stream: no content or no timings")
+	}
+	return float64(tim.Timings.PredictedN-1) / el.Seconds(), tim.Timings, nil
 }
 
 func checks(rep Report) []string {
@@ -512,6 +565,10 @@ func checks(rep Report) []string {
 		add(false, "no warm-up run")
 		return out
 	}
+	if rep.TPSOnly {
+		out = append(out, "info  tokens/s only (-tps-only): no image turns, so no plan, margin, OOM or first-image checks")
+		return append(out, tpsChecks(main)...)
+	}
 	if main.Err != "" || len(main.Turns) < 4 {
 		add(false, "the warm-up run did not complete: %d of 4 or more image turns, mode %q, error %q", len(main.Turns),
 			main.Mode, main.Err)
@@ -537,18 +594,78 @@ func checks(rep Report) []string {
 		out = append(out, fmt.Sprintf("info  without warm-up: first image TTFT %.2f s vs later %.2f s (ratio %.2f)",
 			ctl.Turns[0].TTFTSeconds, ctl.Turns[1].TTFTSeconds, ctl.Turns[0].TTFTSeconds/max(ctl.Turns[1].TTFTSeconds, 1e-9)))
 	}
-	v, raw := median(main.VisorTPS), median(main.RawTPS)
-	add(v >= 0.99*raw, "visor streamed %.1f tokens/s vs raw HTTP %.1f, medians of %d alternating pairs (≥ 0.99×: ratio %.3f)",
-		v, raw, len(main.VisorTPS), v/raw)
-	// The same ratio with the server's variation taken out: each client's rate over the server's own rate.
-	var ov, or []float64
-	for i := range main.VisorTPS {
-		if i < len(main.ServerTPS) && i < len(main.RawServerTPS) && main.ServerTPS[i] > 0 && main.RawServerTPS[i] > 0 {
-			ov, or = append(ov, main.VisorTPS[i]/main.ServerTPS[i]), append(or, main.RawTPS[i]/main.RawServerTPS[i])
+	return append(out, tpsChecks(main)...)
+}
+
+// tpsChecks compares visor's streamed tokens/s with the raw read's two ways, both held to 0.99: the ratio of the
+// medians, and the median of the per-pair ratios (each pair ran back to back on the same server, so it also
+// cancels slow drift). The server's own per-request rates and accepted drafts show how much noise is left.
+func tpsChecks(r *Run) []string {
+	var out []string
+	add := func(ok bool, f string, a ...any) {
+		v := "FAIL"
+		if ok {
+			v = "PASS"
+		}
+		out = append(out, fmt.Sprintf("%s  %s", v, fmt.Sprintf(f, a...)))
+	}
+	n := min(len(r.VisorTPS), len(r.RawTPS))
+	if n == 0 {
+		add(false, "no tokens/s pairs measured")
+		return out
+	}
+	v, raw := median(r.VisorTPS[:n]), median(r.RawTPS[:n])
+	add(v >= 0.99*raw, "visor streamed %.1f tokens/s vs raw HTTP %.1f, medians of %d alternating pairs (≥ 0.99×: ratio of medians %.3f)",
+		v, raw, n, v/raw)
+	var pr []float64
+	for i := range n {
+		if r.RawTPS[i] > 0 {
+			pr = append(pr, r.VisorTPS[i]/r.RawTPS[i])
 		}
 	}
+	lo, hi := minMax(pr)
+	add(len(pr) == n && median(pr) >= 0.99, "visor / raw tokens/s per pair: median %.3f of %d pairs (≥ 0.99; pairs %.3f–%.3f)",
+		median(pr), len(pr), lo, hi)
+	// The server's variation: its own rate and accepted drafts per request, and each client's rate over it.
+	var sv, ov, or []float64
+	drafts := map[[2]int]int{}
+	for i := range n {
+		for _, t := range []engine.Timings{at(r.VisorTimings, i), at(r.RawTimings, i)} {
+			sv = append(sv, t.PredictedPerSecond)
+			drafts[[2]int{t.DraftNAccepted, t.DraftN}]++
+		}
+		if i < len(r.ServerTPS) && i < len(r.RawServerTPS) && r.ServerTPS[i] > 0 && r.RawServerTPS[i] > 0 {
+			ov, or = append(ov, r.VisorTPS[i]/r.ServerTPS[i]), append(or, r.RawTPS[i]/r.RawServerTPS[i])
+		}
+	}
+	lo, hi = minMax(sv)
+	var ds []string
+	for k, c := range drafts {
+		ds = append(ds, fmt.Sprintf("%d/%d ×%d", k[0], k[1], c))
+	}
+	sort.Strings(ds)
+	out = append(out, fmt.Sprintf("info  server's own rate over the %d requests: %.1f–%.1f tokens/s (spread %.1f%%); drafts accepted: %s",
+		len(sv), lo, hi, 100*(hi/max(lo, 1e-9)-1), strings.Join(ds, ", ")))
 	out = append(out, fmt.Sprintf("info  client rate / server rate: visor %.3f, raw %.3f", median(ov), median(or)))
 	return out
+}
+
+func at(ts []engine.Timings, i int) engine.Timings {
+	if i < len(ts) {
+		return ts[i]
+	}
+	return engine.Timings{}
+}
+
+func minMax(xs []float64) (float64, float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
 }
 
 func runKind(r *Run) string {
@@ -564,6 +681,9 @@ func median(xs []float64) float64 {
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
 	return s[len(s)/2]
 }
 
