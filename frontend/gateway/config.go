@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/visorhq/visor/agent/toolcall"
+)
+
+// FileConfig is the gateway's YAML config file:
+//
+//	addr: 127.0.0.1:8080        # optional; the --addr flag wins
+//	idle_unload: 15m            # unload a model nobody asked for this long (0: never)
+//	max_queue: 64               # requests waiting for a slot or a swap, beyond which 429
+//	queue_timeout: 2m           # longest wait for a slot or a swap, then 503
+//	models:
+//	  qwen:
+//	    model: ~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf
+//	    mmproj: ~/models/mmproj-Qwen3.6.gguf
+//	    ctx: 65536
+//	    parallel: 2
+//	    args: [--temp, "0.6"]
+//	    group: small            # models of one group may stay loaded together
+//	    tool_format: qwen-xml   # the dialect calls are repaired from (default auto)
+//	  big:
+//	    endpoint: http://gpu-box:8000/v1
+//	    api_key_env: BIG_KEY    # the variable holding its key (never the key itself)
+//	    upstream_model: Qwen/Qwen3.6-235B
+type FileConfig struct {
+	Addr         string                 `yaml:"addr"`
+	IdleUnload   Duration               `yaml:"idle_unload"`
+	MaxQueue     int                    `yaml:"max_queue"`
+	QueueTimeout Duration               `yaml:"queue_timeout"`
+	Models       map[string]ModelConfig `yaml:"models"`
+}
+
+// ModelConfig is one model name: a local GGUF started through the plan, or a remote endpoint.
+type ModelConfig struct {
+	Model    string   `yaml:"model"`
+	MMProj   string   `yaml:"mmproj"`
+	Ctx      int      `yaml:"ctx"`
+	Parallel int      `yaml:"parallel"`
+	Args     []string `yaml:"args"`
+	Group    string   `yaml:"group"`
+
+	Endpoint      string `yaml:"endpoint"`
+	APIKeyEnv     string `yaml:"api_key_env"`
+	UpstreamModel string `yaml:"upstream_model"`
+
+	// ToolFormat is the text dialect calls left in content are parsed as (auto, hermes, qwen-xml, …).
+	ToolFormat string `yaml:"tool_format"`
+	// ToolsAsText renders the request's tools into the system prompt (in ToolFormat, hermes by default) and sends
+	// no tools field, so the server sets no grammar and parses nothing; the gateway parses the calls. For servers
+	// or templates whose own tool handling is broken.
+	ToolsAsText bool `yaml:"tools_as_text"`
+}
+
+// Duration reads "90s", "15m" or "2h" from YAML.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration: write it as 90s, 15m or 2h", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+
+// ParseConfig reads and checks a config file's bytes; path names the file in errors. Every problem is reported
+// at once, each naming the model and the fix.
+func ParseConfig(path string, data []byte) (FileConfig, error) {
+	var fc FileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return FileConfig{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var errs []error
+	if len(fc.Models) == 0 {
+		errs = append(errs, errors.New("no models: add a models: section naming at least one model (name: {model: FILE.gguf})"))
+	}
+	if fc.MaxQueue < 0 {
+		errs = append(errs, fmt.Errorf("max_queue %d: give 0 (the default, 64) or more", fc.MaxQueue))
+	}
+	for _, name := range sortedNames(fc.Models) {
+		m := fc.Models[name]
+		where := fmt.Sprintf("model %q", name)
+		if !nameRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("%s: a name is letters, digits and . _ : / @ + - (at most 128)", where))
+		}
+		switch {
+		case m.Model != "" && m.Endpoint != "":
+			errs = append(errs, fmt.Errorf("%s: both model and endpoint: give model (a GGUF to start) or endpoint (a running server)", where))
+		case m.Model == "" && m.Endpoint == "":
+			errs = append(errs, fmt.Errorf("%s: give model: FILE.gguf, or endpoint: URL of an OpenAI-compatible server", where))
+		}
+		if m.Endpoint != "" {
+			u, err := url.Parse(m.Endpoint)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("%s: endpoint %q: give an http:// or https:// URL such as http://127.0.0.1:8000/v1", where, m.Endpoint))
+			}
+			if m.MMProj != "" || len(m.Args) > 0 || m.Ctx != 0 || m.Parallel != 0 {
+				errs = append(errs, fmt.Errorf("%s: mmproj, args, ctx and parallel are for a model visor starts; the endpoint has its own", where))
+			}
+		}
+		if m.APIKeyEnv != "" && os.Getenv(m.APIKeyEnv) == "" {
+			errs = append(errs, fmt.Errorf("%s: api_key_env %s is not set: export %s=KEY first", where, m.APIKeyEnv, m.APIKeyEnv))
+		}
+		if m.Ctx < 0 || m.Parallel < 0 {
+			errs = append(errs, fmt.Errorf("%s: ctx and parallel must not be negative", where))
+		}
+		if _, err := toolcall.ParseFormat(m.ToolFormat); err != nil {
+			errs = append(errs, fmt.Errorf("%s: tool_format: %w", where, err))
+		}
+	}
+	return fc, errors.Join(errs...)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ExpandHome turns a leading ~/ into the home folder, as a shell would.
+func ExpandHome(p string) string {
+	if strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return h + p[1:]
+		}
+	}
+	return p
+}

@@ -1,0 +1,500 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/internal/httpguard"
+)
+
+// Config sets up a Gateway. Models is required.
+type Config struct {
+	Models []Model
+	// APIKey, when set, is required on every request; it must be set to listen off loopback (httpguard).
+	APIKey  string
+	KeyHint string
+	// AllowedHosts and AllowedOrigins widen httpguard's loopback Host and same-origin rules.
+	AllowedHosts   []string
+	AllowedOrigins []string
+	// MaxQueue bounds the requests waiting for a slot or a swap (default 64): one more is refused with 429.
+	MaxQueue int
+	// QueueTimeout bounds one request's wait in that queue (default 2 minutes): then 503.
+	QueueTimeout time.Duration
+	// IdleUnload unloads a model nobody asked for this long; 0 keeps models loaded.
+	IdleUnload time.Duration
+	// Recorder, when set, is given every answered exchange (storage as sessions).
+	Recorder Recorder
+	VRAM     VRAM
+	Logger   *slog.Logger
+}
+
+// Recorder stores gateway traffic; Record is called after each answered request, off the response's path.
+type Recorder interface {
+	Record(ctx context.Context, x Exchange)
+}
+
+// Exchange is one answered chat request.
+type Exchange struct {
+	Model     string
+	Request   []byte // the client's body
+	Content   string
+	Reasoning string
+	ToolCalls []ToolCall
+	Finish    string
+}
+
+// ToolCall is a call in an answer.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Gateway is the OpenAI-compatible HTTP front end. Its methods are safe for concurrent use.
+type Gateway struct {
+	cfg     Config
+	guard   *httpguard.Guard
+	pool    *pool
+	metrics *metrics
+	hc      *http.Client
+	mux     *http.ServeMux
+	names   []string
+	quit    chan struct{}
+	done    chan struct{}
+}
+
+// New returns a Gateway for cfg. No model is loaded until a request asks for it.
+func New(cfg Config) (*Gateway, error) {
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("gateway: no models configured")
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 64
+	}
+	if cfg.QueueTimeout <= 0 {
+		cfg.QueueTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, m := range cfg.Models {
+		if _, err := toolcall.ParseFormat(m.ToolFormat); err != nil {
+			return nil, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+		}
+	}
+	guard, err := httpguard.New(httpguard.Config{Name: "gateway", APIKey: cfg.APIKey, KeyHint: cfg.KeyHint,
+		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins})
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics()
+	p, err := newPool(cfg.Models, cfg.MaxQueue, cfg.QueueTimeout, cfg.IdleUnload, m)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, guard: guard, pool: p, metrics: m, names: p.order, quit: make(chan struct{}),
+		done: make(chan struct{}),
+		// One transport for every engine, with enough idle connections that concurrent streams do not redial;
+		// no compression, so bytes pass through as the server wrote them.
+		hc: &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+			MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}}
+	g.mux = http.NewServeMux()
+	g.mux.HandleFunc("POST /v1/chat/completions", g.chat)
+	g.mux.HandleFunc("GET /v1/models", g.models)
+	g.mux.HandleFunc("GET /health", g.health)
+	g.mux.HandleFunc("GET /metrics", g.metricsPage)
+	go g.reaper()
+	return g, nil
+}
+
+// Handler returns the gateway behind httpguard's checks.
+func (g *Gateway) Handler() http.Handler { return g.guard.Handler(g.mux) }
+
+// ListenAndServe serves on addr until ctx ends; ready is called with the bound address. A non-loopback addr
+// needs the API key.
+func (g *Gateway) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
+	if err := g.guard.CheckAddr(addr); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if ready != nil {
+		ready(l.Addr())
+	}
+	hs := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(shut)
+	}()
+	if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close unloads every model and stops the idle reaper.
+func (g *Gateway) Close(ctx context.Context) error {
+	select {
+	case <-g.quit:
+	default:
+		close(g.quit)
+	}
+	<-g.done
+	g.hc.CloseIdleConnections()
+	return g.pool.close(ctx)
+}
+
+func (g *Gateway) reaper() {
+	defer close(g.done)
+	if g.cfg.IdleUnload <= 0 {
+		<-g.quit
+		return
+	}
+	tick := max(g.cfg.IdleUnload/4, 50*time.Millisecond)
+	t := time.NewTicker(min(tick, 10*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-g.quit:
+			return
+		case <-t.C:
+			if n := g.pool.unloadIdle(); n > 0 {
+				g.cfg.Logger.Info("gateway: unloaded idle models", "count", n)
+			}
+		}
+	}
+}
+
+// apiError writes an OpenAI-shaped error, which every OpenAI SDK turns into its own error type.
+func apiError(w http.ResponseWriter, status int, typ, code, param, format string, a ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	e := map[string]any{"message": fmt.Sprintf(format, a...), "type": typ, "code": nil, "param": nil}
+	if code != "" {
+		e["code"] = code
+	}
+	if param != "" {
+		e["param"] = param
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": e})
+}
+
+func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+func (g *Gateway) models(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, n := range g.names {
+		out.Data = append(out.Data, model{ID: n, Object: "model", OwnedBy: "visor"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (g *Gateway) metricsPage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	g.metrics.write(w, g.pool.loaded(), g.cfg.VRAM)
+}
+
+// request is what the gateway reads of a chat body; everything else passes through untouched.
+type request struct {
+	model    string
+	stream   bool
+	tools    bool // tools offered and tool_choice not "none": calls in text are repaired
+	body     []byte
+	upstream []byte
+}
+
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			apiError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "", "the request body is larger than %d MiB: send fewer or smaller images", mbe.Limit>>20)
+			return
+		}
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "reading the request body: %v", err)
+		return
+	}
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "the body is not a JSON object: send {\"model\": NAME, \"messages\": [...]}")
+		return
+	}
+	fields := gjson.GetManyBytes(body, "model", "stream", "tools", "tool_choice")
+	req := request{model: fields[0].String(), stream: fields[1].Bool(), body: body, upstream: body}
+	req.tools = fields[2].IsArray() && len(fields[2].Array()) > 0 && fields[3].String() != "none"
+	if req.model == "" && len(g.names) == 1 {
+		req.model = g.names[0]
+	}
+	e, ok := g.pool.entries[req.model]
+	if !ok {
+		g.metrics.request(req.model, http.StatusNotFound)
+		if req.model == "" {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "model_not_found", "model", "no model named: set \"model\" to one of %s", strings.Join(g.names, ", "))
+			return
+		}
+		apiError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
+			"the model %q does not exist here: this gateway serves %s", req.model, strings.Join(g.names, ", "))
+		return
+	}
+	md := e.m
+	if md.ToolsAsText && req.tools {
+		f, _ := toolcall.ParseFormat(md.ToolFormat)
+		if req.upstream, err = toolsAsText(req.upstream, promptFormat(f)); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "tools", "%v", err)
+			return
+		}
+	}
+	if md.UpstreamModel != "" {
+		if req.upstream, err = setField(req.upstream, "model", md.UpstreamModel); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)
+			return
+		}
+	}
+	status := g.serveChat(w, r, md, req)
+	g.metrics.request(req.model, status)
+}
+
+// serveChat answers one admitted request and returns the status sent.
+func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, req request) int {
+	ctx := r.Context()
+	eng, release, swapWait, err := g.pool.acquire(ctx, md.Name)
+	switch {
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		apiError(w, http.StatusTooManyRequests, "rate_limit_error", "queue_full", "", "the gateway is busy: %d requests are already waiting; retry shortly", g.cfg.MaxQueue)
+		return http.StatusTooManyRequests
+	case errors.Is(err, errQueueTimeout):
+		w.Header().Set("Retry-After", "5")
+		apiError(w, http.StatusServiceUnavailable, "server_error", "queue_timeout", "", "waited %s for the model %q without getting a slot; retry later", g.cfg.QueueTimeout, md.Name)
+		return http.StatusServiceUnavailable
+	case err != nil:
+		return 499 // the client went away while queued
+	}
+	defer release()
+	g.metrics.inflight.Add(1)
+	defer g.metrics.inflight.Add(-1)
+	t0 := time.Now()
+	ready, err := eng.EnsureReady(ctx)
+	if err != nil {
+		return g.engineError(w, md, err)
+	}
+	if load := time.Since(t0); swapWait > 0 || load > 100*time.Millisecond {
+		g.metrics.swapWait(md.Name, swapWait+load, load)
+	}
+	resp, err := g.send(ctx, ready.URL, md, req.upstream)
+	if err != nil && ctx.Err() == nil {
+		// The server may have died between requests: the conductor checks, restarts it if it must, and the
+		// request (which it never answered) is sent once more.
+		if ready, err = eng.Recover(ctx); err == nil {
+			resp, err = g.send(ctx, ready.URL, md, req.upstream)
+		}
+	}
+	if err != nil {
+		return g.engineError(w, md, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && req.tools {
+		if b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20)); rerr == nil && parseFailure(b) {
+			return g.retryUnparsed(w, r, md, req, ready.URL)
+		} else {
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		copyHeaders(w, resp)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+		return resp.StatusCode
+	}
+	f, _ := toolcall.ParseFormat(md.ToolFormat)
+	rep := &repairer{g: g, model: md.Name, format: f, req: req, tools: md.ToolsAsText}
+	if req.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		copyHeaders(w, resp)
+		w.WriteHeader(http.StatusOK)
+		if req.tools || g.cfg.Recorder != nil {
+			rep.stream(ctx, w, resp.Body)
+		} else {
+			g.passStream(w, md.Name, resp.Body)
+		}
+		return http.StatusOK
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return g.engineError(w, md, err)
+	}
+	if t, ok := timingsOf(b); ok {
+		g.metrics.timings(md.Name, t)
+	}
+	if req.tools {
+		b = rep.whole(b, "content")
+	}
+	if g.cfg.Recorder != nil {
+		g.record(req, b)
+	}
+	copyHeaders(w, resp)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return http.StatusOK
+}
+
+// retryUnparsed answers a request whose answer the server could not parse ("Failed to parse input at pos N"):
+// it asks again with tool_choice "none", which renders the same prompt but leaves the text unparsed, and parses
+// the calls with visor's parser.
+func (g *Gateway) retryUnparsed(w http.ResponseWriter, r *http.Request, md Model, req request, url string) int {
+	up, err := setField(req.upstream, "tool_choice", "none")
+	if err == nil {
+		up, err = setField(up, "stream", false)
+	}
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "server_error", "", "", "%v", err)
+		return http.StatusInternalServerError
+	}
+	resp, err := g.send(r.Context(), url, md, up)
+	if err != nil {
+		return g.engineError(w, md, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		if err == nil {
+			err = fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
+		}
+		return g.engineError(w, md, fmt.Errorf("asking again after the server failed to parse its tool call: %w", err))
+	}
+	f, _ := toolcall.ParseFormat(md.ToolFormat)
+	rep := &repairer{g: g, model: md.Name, format: f, req: req}
+	b = rep.whole(b, "parse_error")
+	if req.stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		rep.replayAsStream(w, b)
+		return http.StatusOK
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return http.StatusOK
+}
+
+func parseFailure(b []byte) bool { return bytes.Contains(b, []byte("Failed to parse input at pos")) }
+
+func (g *Gateway) engineError(w http.ResponseWriter, md Model, err error) int {
+	g.cfg.Logger.Warn("gateway: engine failed", "model", md.Name, "err", err)
+	w.Header().Set("Retry-After", "5")
+	apiError(w, http.StatusServiceUnavailable, "server_error", "engine_unavailable", "", "the model %q is not available: %v", md.Name, err)
+	return http.StatusServiceUnavailable
+}
+
+func (g *Gateway) send(ctx context.Context, base string, md Model, body []byte) (*http.Response, error) {
+	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, root+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if md.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+md.APIKey)
+	}
+	return g.hc.Do(hr)
+}
+
+func copyHeaders(w http.ResponseWriter, resp *http.Response) {
+	for _, k := range []string{"Content-Type", "Cache-Control"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+}
+
+// passStream copies an event stream as it arrives, flushing whenever the server has nothing more buffered, so
+// each chunk reaches the client as soon as it left the server. It reads the timings line on the way.
+func (g *Gateway) passStream(w http.ResponseWriter, model string, body io.Reader) {
+	fl, _ := w.(http.Flusher)
+	br := bufio.NewReaderSize(body, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if _, werr := w.Write(line); werr != nil {
+				return
+			}
+			if bytes.Contains(line, []byte(`"timings"`)) && bytes.HasPrefix(line, []byte("data: ")) {
+				if t, ok := timingsOf(line[6:]); ok {
+					g.metrics.timings(model, t)
+				}
+			}
+		}
+		if br.Buffered() == 0 && fl != nil {
+			fl.Flush()
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// timings is llama-server's per-response timing block.
+type timings struct {
+	PromptN            int     `json:"prompt_n"`
+	PromptMS           float64 `json:"prompt_ms"`
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
+	DraftN             int     `json:"draft_n"`
+	DraftNAccepted     int     `json:"draft_n_accepted"`
+}
+
+func timingsOf(b []byte) (timings, bool) {
+	r := gjson.GetBytes(b, "timings")
+	if !r.IsObject() {
+		return timings{}, false
+	}
+	var t timings
+	return t, json.Unmarshal([]byte(r.Raw), &t) == nil
+}
+
+// setField sets one top-level field of a JSON object, keeping the others' bytes.
+func setField(body []byte, key string, v any) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("the body is not a JSON object: %w", err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m[key] = b
+	return json.Marshal(m)
+}

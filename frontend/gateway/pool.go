@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/visorhq/visor/engine/conductor"
+)
+
+// Engine is one model's server, as the gateway uses it; *conductor.Conductor implements it.
+type Engine interface {
+	EnsureReady(ctx context.Context) (conductor.Ready, error)
+	Recover(ctx context.Context) (conductor.Ready, error)
+	Close(ctx context.Context) error
+}
+
+// Model is one name the gateway serves.
+type Model struct {
+	Name string
+	// Open returns a fresh engine for the model; nothing need be started until its EnsureReady. The gateway calls
+	// it on every load (a closed engine is not reused).
+	Open func() Engine
+	// Group: models of one non-empty group may stay loaded together; any other load unloads them first.
+	Group string
+	// Remote models (another server) take no memory here: they are never unloaded and never swap others out.
+	Remote bool
+	// Slots is how many requests run on the model at once (its llama-server --parallel); more wait in the
+	// gateway's queue. Default 1.
+	Slots int
+	// UpstreamModel replaces the request's "model" before it is sent on (a remote server's own name); empty sends
+	// the body unchanged.
+	UpstreamModel string
+	// ToolFormat is the dialect calls left in text are parsed as; ToolsAsText renders tools into the prompt.
+	ToolFormat  string
+	ToolsAsText bool
+	// APIKey is sent to the server (remote endpoints).
+	APIKey string
+}
+
+// errBusy and errQueueTimeout are refusals the client should retry later (429 and 503 with Retry-After).
+var (
+	errBusy         = errors.New("the gateway's queue is full")
+	errQueueTimeout = errors.New("timed out waiting in the gateway's queue")
+)
+
+// pool decides which models are loaded and admits requests: a request for a model that is not loaded waits
+// until the requests on the models it would unload have finished, then swaps (llama-swap's rule: one model, or
+// one group, at a time); requests beyond a model's slots wait in a bounded queue. All state is under mu, and
+// every change closes changed so waiters look again.
+type pool struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	entries map[string]*entry
+	order   []string
+	waiting int
+	swapRun bool // a swap (unload + load) is being carried out
+
+	maxQueue     int
+	queueTimeout time.Duration
+	idle         time.Duration
+	now          func() time.Time
+	m            *metrics
+}
+
+type entry struct {
+	m        Model
+	eng      Engine // nil when not loaded
+	inflight int
+	wanted   int // requests waiting for this model to be loaded
+	lastUsed time.Time
+}
+
+func newPool(models []Model, maxQueue int, queueTimeout, idle time.Duration, m *metrics) (*pool, error) {
+	p := &pool{changed: make(chan struct{}), entries: map[string]*entry{}, maxQueue: maxQueue,
+		queueTimeout: queueTimeout, idle: idle, now: time.Now, m: m}
+	for _, md := range models {
+		if md.Name == "" || md.Open == nil {
+			return nil, fmt.Errorf("gateway: model %q needs a name and an Open function", md.Name)
+		}
+		if _, dup := p.entries[md.Name]; dup {
+			return nil, fmt.Errorf("gateway: model %q is listed twice", md.Name)
+		}
+		if md.Slots <= 0 {
+			md.Slots = 1
+		}
+		p.entries[md.Name] = &entry{m: md}
+		p.order = append(p.order, md.Name)
+	}
+	return p, nil
+}
+
+func (p *pool) broadcast() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// conflicts reports whether a and b cannot be loaded together.
+func conflicts(a, b *entry) bool {
+	if a == b || a.m.Remote || b.m.Remote {
+		return false
+	}
+	return a.m.Group == "" || a.m.Group != b.m.Group
+}
+
+// blocked reports whether new requests for e must wait because another model is waiting to swap it out:
+// otherwise a steady stream of requests for the loaded model would starve the other one forever.
+func (p *pool) blocked(e *entry) bool {
+	for _, o := range p.entries {
+		if o.wanted > 0 && o.eng == nil && conflicts(o, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// acquire admits a request for model name and returns its engine and the release to call when the response is
+// done. swapWait reports how long the request waited for a swap (exposed swap time).
+func (p *pool) acquire(ctx context.Context, name string) (eng Engine, release func(), swapWait time.Duration, err error) {
+	p.mu.Lock()
+	e := p.entries[name]
+	if p.waiting >= p.maxQueue && !(e.eng != nil && e.inflight < e.m.Slots && !p.blocked(e)) {
+		p.mu.Unlock()
+		return nil, nil, 0, errBusy
+	}
+	var timer <-chan time.Time
+	queued, wanting := false, false
+	defer func() {
+		if queued {
+			p.mu.Lock()
+			p.waiting--
+			if wanting {
+				e.wanted--
+			}
+			p.m.queueDepth.Store(int64(p.waiting))
+			p.mu.Unlock()
+		}
+	}()
+	var swapStart time.Time
+	for {
+		if e.eng != nil && e.inflight < e.m.Slots && !p.blocked(e) {
+			e.inflight++
+			eng = e.eng
+			p.mu.Unlock()
+			if !swapStart.IsZero() {
+				swapWait = time.Since(swapStart)
+			}
+			var once sync.Once
+			return eng, func() { once.Do(func() { p.release(e) }) }, swapWait, nil
+		}
+		if e.eng == nil {
+			if !wanting {
+				wanting = true
+				e.wanted++
+				swapStart = time.Now()
+			}
+			if !p.swapRun && p.victimsIdle(e) {
+				p.swap(e) // unlocks and relocks
+				continue
+			}
+		}
+		if !queued {
+			queued = true
+			p.waiting++
+			p.m.queueDepth.Store(int64(p.waiting))
+			t := time.NewTimer(p.queueTimeout)
+			defer t.Stop()
+			timer = t.C
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer:
+			return nil, nil, 0, errQueueTimeout
+		case <-ctx.Done():
+			return nil, nil, 0, ctx.Err()
+		}
+		p.mu.Lock()
+	}
+}
+
+func (p *pool) victimsIdle(e *entry) bool {
+	for _, o := range p.entries {
+		if o.eng != nil && conflicts(o, e) && o.inflight > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// swap unloads the models that conflict with e and loads e's engine (its server starts on the first
+// EnsureReady). Called with mu held; it releases mu while servers stop, so the memory is free before the next
+// one starts.
+func (p *pool) swap(e *entry) {
+	p.swapRun = true
+	var victims []Engine
+	for _, name := range p.order {
+		o := p.entries[name]
+		if o.eng != nil && conflicts(o, e) {
+			victims = append(victims, o.eng)
+			o.eng = nil
+		}
+	}
+	p.mu.Unlock()
+	for _, v := range victims {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = v.Close(ctx)
+		cancel()
+	}
+	eng := e.m.Open()
+	p.mu.Lock()
+	e.eng = eng
+	e.lastUsed = p.now()
+	p.swapRun = false
+	if len(victims) > 0 {
+		p.m.swaps.Add(1)
+	}
+	p.broadcast()
+}
+
+func (p *pool) release(e *entry) {
+	p.mu.Lock()
+	e.inflight--
+	e.lastUsed = p.now()
+	p.broadcast()
+	p.mu.Unlock()
+}
+
+// loaded lists the loaded models.
+func (p *pool) loaded() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]bool{}
+	for n, e := range p.entries {
+		out[n] = e.eng != nil
+	}
+	return out
+}
+
+// unloadIdle closes the engines nobody used for the idle time; it returns how many it unloaded.
+func (p *pool) unloadIdle() int {
+	if p.idle <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	var idle []Engine
+	for _, e := range p.entries {
+		if e.eng != nil && !e.m.Remote && e.inflight == 0 && p.now().Sub(e.lastUsed) >= p.idle && !p.swapRun {
+			idle = append(idle, e.eng)
+			e.eng = nil
+		}
+	}
+	if len(idle) > 0 {
+		p.broadcast()
+	}
+	p.mu.Unlock()
+	for _, eng := range idle {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = eng.Close(ctx)
+		cancel()
+	}
+	return len(idle)
+}
+
+// close unloads everything.
+func (p *pool) close(ctx context.Context) error {
+	p.mu.Lock()
+	var all []Engine
+	for _, e := range p.entries {
+		if e.eng != nil {
+			all = append(all, e.eng)
+			e.eng = nil
+		}
+	}
+	p.broadcast()
+	p.mu.Unlock()
+	var errs []error
+	for _, eng := range all {
+		errs = append(errs, eng.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
