@@ -498,3 +498,6 @@ func setField(body []byte, key string, v any) ([]byte, error) {
 	m[key] = b
 	return json.Marshal(m)
 }
+
+// CloseIdleConnections closes the kept-alive connections to the engines (tests count file descriptors).
+func (g *Gateway) CloseIdleConnections() { g.hc.CloseIdleConnections() }

@@ -128,13 +128,15 @@ func (p *pool) acquire(ctx context.Context, name string) (eng Engine, release fu
 	var timer <-chan time.Time
 	queued, wanting := false, false
 	defer func() {
-		if queued {
+		if queued || wanting {
 			p.mu.Lock()
-			p.waiting--
+			if queued {
+				p.waiting--
+				p.m.queueDepth.Store(int64(p.waiting))
+			}
 			if wanting {
 				e.wanted--
 			}
-			p.m.queueDepth.Store(int64(p.waiting))
 			p.mu.Unlock()
 		}
 	}()

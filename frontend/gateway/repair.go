@@ -229,6 +229,7 @@ type streamState struct {
 	reasoning strings.Builder
 	finish    string
 	record    []ToolCall
+	where     string // what a repair is counted as
 }
 
 // stream copies an event stream, feeding every content delta to the parser: text the parser releases goes out
@@ -236,7 +237,7 @@ type streamState struct {
 // finish reason becomes tool_calls when calls were found. A chunk the parser passes unchanged is forwarded as
 // the server's bytes.
 func (rp *repairer) stream(ctx context.Context, w io.Writer, body io.Reader) {
-	st := &streamState{rp: rp, w: w}
+	st := &streamState{rp: rp, w: w, where: "content"}
 	st.fl, _ = w.(http.Flusher)
 	repair := rp.req.tools
 	if repair {
@@ -339,6 +340,7 @@ func (st *streamState) emit(evs []toolcall.Event, reasoning *string, role string
 			delta.ToolCalls = append(delta.ToolCalls, st.rp.wire(ev.Call, st.calls, true))
 			st.recordCall(ev.Call)
 			st.calls++
+			st.rp.g.metrics.repair(st.rp.model, st.where)
 		case toolcall.KindReasoningCall:
 			st.reasonC = append(st.reasonC, *ev.Call)
 		}
@@ -363,12 +365,9 @@ func (st *streamState) emit(evs []toolcall.Event, reasoning *string, role string
 // finishWith releases what the parser held, turns calls written while thinking into calls when nothing else
 // called, and ends the answer with the right finish reason.
 func (st *streamState) finishWith(evs []toolcall.Event, finish, where string) bool {
-	before := st.calls
+	st.where = where
 	if !st.emit(evs, nil, "", nil) {
 		return false
-	}
-	for i := before; i < st.calls; i++ {
-		st.rp.g.metrics.repair(st.rp.model, where)
 	}
 	if st.calls == 0 && finish != "length" {
 		var delta outDelta
