@@ -27,6 +27,7 @@ usage:
   visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
+  visor gateway [--config models.yaml | --model M.gguf] [--addr 127.0.0.1:8080] [--store]   an OpenAI-compatible endpoint for any agent
   visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
   visor stats [SESSION] [--trace]    per-step tokens/s, cache, draft acceptance, prefill ahead; --trace for visor simulate
   visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdAsk(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr, logger)
+	case "gateway":
+		return cmdGateway(ctx, args[1:], stdout, stderr, logger)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], stdin, stdout, stderr, logger)
 	case "web":

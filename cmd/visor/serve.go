@@ -101,16 +101,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 		return fmt.Errorf("serve: %w", err)
 	}
 	path := filepath.Join(runDir(), serveKey(ef)+".json")
-	var st serveState
-	advertise := func(r conductor.Ready) {
-		srv, _ := r.Process.(*llamacpp.Server)
-		if srv == nil {
-			return
-		}
-		st = serveState{URL: r.URL, PID: srv.PID(), VisorPID: os.Getpid(), Model: ef.model, MMProj: ef.mmproj, Started: time.Now()}
-		b, _ := json.MarshalIndent(st, "", "  ")
-		if err := os.WriteFile(path+".tmp", b, 0o644); err == nil {
-			_ = os.Rename(path+".tmp", path)
+	advertiseReady := func(r conductor.Ready) {
+		if srv, _ := r.Process.(*llamacpp.Server); srv != nil {
+			advertise(ef, srv)
 		}
 	}
 	failed := make(chan error, 1)
@@ -134,7 +127,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	advertise(r)
+	advertiseReady(r)
 	props, _ := llamacpp.ReadProps(ctx, r.Client)
 	fmt.Fprintf(stdout, "serving %s at %s (n_ctx %d, vision %v); visor commands with the same --model reuse it; Ctrl-C stops it\n",
 		filepath.Base(ef.model), r.URL, props.NCtx, props.Vision)
@@ -153,9 +146,27 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 			}
 			if r, err := cond.EnsureReady(ctx); err == nil && r.Generation != gen {
 				gen = r.Generation
-				advertise(r)
+				advertiseReady(r)
 				fmt.Fprintf(stderr, "engine restarted at %s\n", r.URL)
 			}
 		}
 	}
+}
+
+// advertise writes the file by which later visor commands for the same setup find srv and reuse it; it returns
+// the file's path (for removing it when srv stops), or "" when it could not be written.
+func advertise(ef engineFlags, srv *llamacpp.Server) string {
+	if err := os.MkdirAll(runDir(), 0o755); err != nil {
+		return ""
+	}
+	path := filepath.Join(runDir(), serveKey(ef)+".json")
+	st := serveState{URL: srv.URL(), PID: srv.PID(), VisorPID: os.Getpid(), Model: ef.model, MMProj: ef.mmproj, Started: time.Now()}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+		return ""
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return ""
+	}
+	return path
 }

@@ -359,13 +359,13 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	if req.tools {
 		b = rep.whole(b, "content")
 	}
-	if g.cfg.Recorder != nil {
-		g.record(req, b)
-	}
 	copyHeaders(w, resp)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+	if g.cfg.Recorder != nil {
+		g.record(req, b)
+	}
 	return http.StatusOK
 }
 

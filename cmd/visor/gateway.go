@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/httpguard"
+	"github.com/visorhq/visor/internal/safefile"
+)
+
+// cmdGateway is `visor gateway`: one OpenAI-compatible endpoint on a fixed address for any agent, with the
+// models of a config file (or one --model) started by the plan, swapped on demand and unloaded when idle. It is
+// a command of its own rather than a mode of `visor serve`, which keeps one engine on a random port for other
+// visor commands; the gateway's engines are advertised the same way, so those commands reuse them too.
+func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ef engineFlags
+	ef.register(fs)
+	config := fs.String("config", "", "YAML file naming the models (see README: The gateway)")
+	name := fs.String("name", "", "model name clients use for --model or --endpoint (default: the file's base name)")
+	addr := fs.String("addr", "", "address to serve on (default 127.0.0.1:8080): loopback, or any with "+serveKeyEnv+" set")
+	store := fs.Bool("store", false, "store the traffic as sessions (searchable with visor sessions search)")
+	db := fs.String("db", "", "conversation database for --store (default ~/.local/share/visor/visor.db)")
+	idle := fs.Duration("idle-unload", 0, "unload a model nobody used for this long (0: the config's, else never)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fc, err := gatewayConfig(*config, *name, ef)
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = fc.Addr
+	}
+	if *addr == "" {
+		*addr = "127.0.0.1:8080"
+	}
+	key := os.Getenv(serveKeyEnv)
+	if err := httpguard.CheckListen("gateway", *addr, key, serveKeyHint); err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	if *idle == 0 {
+		*idle = time.Duration(fc.IdleUnload)
+	}
+	cfg := gateway.Config{APIKey: key, KeyHint: serveKeyHint, MaxQueue: fc.MaxQueue,
+		QueueTimeout: time.Duration(fc.QueueTimeout), IdleUnload: *idle, Logger: logger, VRAM: nvmlVRAM(ctx)}
+	for _, n := range sortedKeys(fc.Models) {
+		m, err := gatewayModel(n, fc.Models[n], ef, stderr, logger)
+		if err != nil {
+			return err
+		}
+		cfg.Models = append(cfg.Models, m)
+	}
+	if *store {
+		st, err := openStore(ctx, *db)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rec := gateway.NewSessionRecorder(st, logger)
+		defer rec.Close()
+		cfg.Recorder = rec
+	}
+	gw, err := gateway.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer gw.Close(context.Background())
+	return gw.ListenAndServe(ctx, *addr, func(a net.Addr) {
+		names := make([]string, len(cfg.Models))
+		for i, m := range cfg.Models {
+			names[i] = m.Name
+		}
+		fmt.Fprintf(stdout, "OpenAI-compatible endpoint at http://%s/v1 serving %s (Ctrl-C stops it)\n", a, strings.Join(names, ", "))
+	})
+}
+
+// gatewayConfig reads --config, or makes a one-model config from the engine flags.
+func gatewayConfig(path, name string, ef engineFlags) (gateway.FileConfig, error) {
+	if path != "" {
+		if ef.model != "" || ef.endpoint != "" {
+			return gateway.FileConfig{}, errors.New("--config and --model/--endpoint both given: name the models in the config file, or pass one --model")
+		}
+		b, err := safefile.ReadFile(path, 1<<20)
+		if err != nil {
+			return gateway.FileConfig{}, fmt.Errorf("--config: %w", err)
+		}
+		return gateway.ParseConfig(path, b)
+	}
+	if ef.model == "" && ef.endpoint == "" {
+		return gateway.FileConfig{}, errors.New("no models: pass --config models.yaml, or --model FILE.gguf [--mmproj P.gguf], or --endpoint URL")
+	}
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(ef.model), ".gguf")
+		if ef.endpoint != "" {
+			name = "remote"
+		}
+	}
+	mc := gateway.ModelConfig{Model: ef.model, MMProj: ef.mmproj, Ctx: ef.ctx, Parallel: ef.parallel, Args: ef.extra,
+		Endpoint: ef.endpoint}
+	if ef.endpoint != "" {
+		mc.Parallel = 0
+	}
+	return gateway.FileConfig{Models: map[string]gateway.ModelConfig{name: mc}}, nil
+}
+
+// gatewayModel turns one config entry into a gateway model whose engine is a conductor over visor's launcher
+// (the VRAM plan, a `visor serve` engine reused, or the remote endpoint).
+func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr io.Writer, logger *slog.Logger) (gateway.Model, error) {
+	ef := base
+	ef.model, ef.mmproj, ef.endpoint, ef.apiKey = gateway.ExpandHome(mc.Model), gateway.ExpandHome(mc.MMProj), mc.Endpoint, ""
+	if mc.Ctx != 0 {
+		ef.ctx = mc.Ctx
+	}
+	ef.parallel = max(mc.Parallel, 1)
+	if len(mc.Args) > 0 {
+		ef.extra = append(listFlag(nil), mc.Args...)
+	}
+	if mc.APIKeyEnv != "" {
+		ef.apiKey = os.Getenv(mc.APIKeyEnv)
+	}
+	t := turn{engine: ef, noStore: true, agentOptions: agentOptions{maxSteps: 1}, toolFlags: toolFlags{format: "hermes"}}
+	if err := t.validate(); err != nil {
+		return gateway.Model{}, fmt.Errorf("model %q: %w", name, err)
+	}
+	m := gateway.Model{Name: name, Group: mc.Group, Remote: mc.Endpoint != "", Slots: ef.parallel,
+		UpstreamModel: mc.UpstreamModel, ToolFormat: mc.ToolFormat, ToolsAsText: mc.ToolsAsText, APIKey: ef.apiKey}
+	if m.Remote {
+		m.Slots = 64 // the remote server queues for itself
+	}
+	m.Open = func() gateway.Engine {
+		launch := launcher(ef, stderr, logger)
+		var advertised string
+		c := conductor.New(conductor.Config{APIKey: ef.apiKey, Logger: logger,
+			Launch: func(ctx context.Context, mode string) (conductor.Process, error) {
+				p, err := launch(ctx, mode)
+				if srv, ok := p.(*llamacpp.Server); ok && err == nil {
+					advertised = advertise(ef, srv)
+				}
+				return p, err
+			}})
+		return closer{c, func() {
+			if advertised != "" {
+				_ = os.Remove(advertised)
+			}
+		}}
+	}
+	return m, nil
+}
+
+// closer removes the engine's advertisement once it is stopped.
+type closer struct {
+	*conductor.Conductor
+	after func()
+}
+
+func (c closer) Close(ctx context.Context) error {
+	err := c.Conductor.Close(ctx)
+	c.after()
+	return err
+}
+
+// nvmlVRAM reads the first GPU's memory for /metrics, or nil without NVML.
+func nvmlVRAM(ctx context.Context) gateway.VRAM {
+	if _, err := (vram.NVML{}).GPUs(ctx); err != nil {
+		return nil
+	}
+	return func() (uint64, uint64, bool) {
+		gpus, err := (vram.NVML{}).GPUs(context.Background())
+		if err != nil || len(gpus) == 0 {
+			return 0, 0, false
+		}
+		var used, total uint64
+		for _, g := range gpus {
+			used += g.Total - g.Free
+			total += g.Total
+		}
+		return used, total, true
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
