@@ -41,6 +41,17 @@ if [ -z "${VISOR_MCP_INSPECTOR:-}" ]; then
   fi
 fi
 
+# The official OpenAI Node SDK, for the gateway's client test, goes into visor's cache folder when node and npm are
+# there (npm's own registry settings apply). In CI the test fails rather than skips without it.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  npm_dir=${XDG_CACHE_HOME:-$HOME/.cache}/visor/npm
+  if [ ! -f "$npm_dir/node_modules/openai/package.json" ]; then
+    mkdir -p "$npm_dir"
+    npm install --prefix "$npm_dir" --no-audit --no-fund --no-save --loglevel=error openai@5 >/dev/null
+  fi
+  export VISOR_NODE_MODULES="$npm_dir/node_modules"
+fi
+
 start=$(date +%s)
 go test -count=1 -timeout 20m "$@" ./...
 echo "tests finished in $(( $(date +%s) - start )) s"

@@ -38,7 +38,7 @@ func nodeSDK(t *testing.T) (node, modules string) {
 
 func TestGatewayWithOpenAINodeSDK(t *testing.T) {
 	node, modules := nodeSDK(t)
-	f := newFixture(t, nil)
+	f := sharedFixture(t)
 	img := filepath.Join(t.TempDir(), "img.png")
 	if err := os.WriteFile(img, pngBytes(t), 0o644); err != nil {
 		t.Fatal(err)
