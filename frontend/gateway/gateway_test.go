@@ -28,6 +28,7 @@ import (
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/memory"
 )
 
 // tinyModel is a gateway model whose engine is a real llama-server on visor's tiny test model, started by a
@@ -60,6 +61,7 @@ func tinyModel(t testing.TB, dir, name, group string, vision bool, slots int, f 
 type fixture struct {
 	url    string
 	gw     *gateway.Gateway
+	store  *memory.Store
 	mu     sync.Mutex
 	starts map[string]int
 	close  func()
@@ -93,17 +95,25 @@ func sharedFixture(t *testing.T) *fixture {
 		text := tinyModel(t, dir, "tiny-text", "a", false, 1, f)
 		text.ToolsAsText = true
 		text.ToolFormat = "hermes"
-		gw, err := gateway.New(gateway.Config{Models: []gateway.Model{
-			tinyModel(t, dir, "tiny", "a", true, 2, f), text, tinyModel(t, dir, "second", "", false, 1, f),
-		}, MaxQueue: 16, QueueTimeout: time.Minute})
+		store, err := memory.Open(context.Background(), filepath.Join(dir, "visor.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		rec := gateway.NewSessionRecorder(store, nil)
+		gw, err := gateway.New(gateway.Config{Models: []gateway.Model{
+			tinyModel(t, dir, "tiny", "a", true, 2, f), text, tinyModel(t, dir, "second", "", false, 1, f),
+		}, MaxQueue: 16, QueueTimeout: time.Minute, Recorder: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.store = store
 		srv := httptest.NewServer(gw.Handler())
 		f.url, f.gw = srv.URL, gw
 		f.close = func() {
 			srv.Close()
 			_ = gw.Close(context.Background())
+			rec.Close()
+			_ = store.Close()
 			_ = os.RemoveAll(dir)
 		}
 		shared.f = f
@@ -326,6 +336,48 @@ func TestGatewayWithGoOpenAI(t *testing.T) {
 		r, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "tiny", Messages: []openai.ChatCompletionMessage{user("hello")}})
 		if err != nil || r.Choices[0].Message.Content != "Hi!" || f.started("tiny") != tinyStarts+1 {
 			t.Fatalf("back to tiny: %v, started %d times (before the swap %d)", err, f.started("tiny"), tinyStarts)
+		}
+	})
+	t.Run("stored as sessions", func(t *testing.T) {
+		// A conversation over two requests (the second resends the first with the answer and a tool result) is
+		// one session, searchable like any other.
+		req := openai.ChatCompletionRequest{Model: "tiny", Tools: []openai.Tool{listDir}, Messages: []openai.ChatCompletionMessage{user("where is the zebra file?")}}
+		r, err := c.CreateChatCompletion(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Messages = append(req.Messages, r.Choices[0].Message, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool,
+			ToolCallID: r.Choices[0].Message.ToolCalls[0].ID, Content: `["zebra.txt"]`})
+		req.Stream = true
+		s, err := c.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamAll(t, s)
+		var hits []memory.Hit
+		var msgs []memory.Message
+		for range 100 { // the recorder writes off the response path: wait for it, at most 5 s
+			hits, err = f.store.Search(ctx, memory.Query{Text: "zebra"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hits) > 0 {
+				if msgs, err = f.store.Messages(ctx, hits[0].SessionID); err != nil {
+					t.Fatal(err)
+				}
+				if len(msgs) == 4 {
+					break
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		var roles []string
+		for _, m := range msgs {
+			roles = append(roles, m.Role)
+		}
+		if len(msgs) != 4 || strings.Join(roles, ",") != "user,assistant,tool,assistant" || msgs[1].ToolCalls[0].Name != "list_dir" ||
+			msgs[3].Content != "Hi!" || hits[0].Agent != "gateway" {
+			t.Fatalf("stored %d hits, messages %v: %+v", len(hits), roles, msgs)
 		}
 	})
 	t.Run("metrics", func(t *testing.T) {
