@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
+)
+
+// TestGatewayCommand runs `visor gateway` on a config file: the model starts on the first request, answers an
+// OpenAI client, is advertised so `visor ask` reuses it, and the traffic is stored with --store.
+func TestGatewayCommand(t *testing.T) {
+	enginetest.Binary(t)
+	t.Setenv("VISOR_ENGINE_DIR", t.TempDir()) // run files go under the engine dir; keep them private to the test
+	t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "models.yaml")
+	if err := os.WriteFile(cfg, []byte("idle_unload: 10m\nmodels:\n  tiny:\n    model: "+chat+"\n    ctx: 4096\n    args: [-t, \"2\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "visor.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, errb := &testkit.LockedBuffer{}, &testkit.LockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"gateway", "--config", cfg, "--addr", "127.0.0.1:0", "--store", "--db", db}, strings.NewReader(""), out, errb)
+	}()
+	re := regexp.MustCompile(`endpoint at (http://\S+)/v1 serving tiny`)
+	var base string
+	waitFor(t, "visor gateway to listen", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("gateway exited: %v\n%s", err, errb.String())
+		default:
+		}
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	oc := openai.DefaultConfig("")
+	oc.BaseURL = base + "/v1"
+	r, err := openai.NewClientWithConfig(oc).CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "tiny",
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hello gateway"}}})
+	if err != nil || r.Choices[0].Message.Content != "Hi!" {
+		t.Fatalf("chat through visor gateway: %+v %v\n%s", r, err, errb.String())
+	}
+	// The gateway's engine is advertised like a `visor serve` one.
+	if o, e, err := visor(t, "ask", "hi", "--model", chat, "--ctx", "4096", "--server-arg", "-t", "--server-arg", "2", "--no-store"); err != nil ||
+		!strings.Contains(e, "reusing the engine") || strings.TrimSpace(o) != "Hi!" {
+		t.Fatalf("ask did not reuse the gateway's engine: %v\n%s\n%s", err, o, e)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("gateway: %v\n%s", err, errb.String())
+	}
+	if files, _ := filepath.Glob(filepath.Join(runDir(), "*.json")); len(files) != 0 {
+		t.Fatalf("the gateway left its run file behind: %v", files)
+	}
+	o, _, err := visor(t, "sessions", "search", "gateway", "--db", db)
+	if err != nil || !strings.Contains(o, "hello [gateway]") {
+		t.Fatalf("the stored exchange is not searchable: %v\n%s", err, o)
+	}
+}
+
+func TestGatewayCommandErrorsNameTheFix(t *testing.T) {
+	enginetest.Binary(t)
+	t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"gateway"}, []string{"--config models.yaml", "--model FILE.gguf"}},
+		{[]string{"gateway", "--config", write("typo.yaml", "models:\n  a:\n    modle: x.gguf\n")}, []string{"typo.yaml", "modle"}},
+		{[]string{"gateway", "--config", write("both.yaml", "models:\n  a:\n    model: x.gguf\n    endpoint: http://h:1\n  b: {}\n")},
+			[]string{`model "a": both model and endpoint`, `model "b": give model: FILE.gguf, or endpoint`}},
+		{[]string{"gateway", "--config", write("missing.yaml", "models:\n  a:\n    model: "+filepath.Join(dir, "nope.gguf")+"\n")},
+			[]string{`model "a"`, "nope.gguf: no such file"}},
+		{[]string{"gateway", "--config", write("key.yaml", "models:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n    api_key_env: VISOR_TEST_UNSET_KEY\n")},
+			[]string{"api_key_env VISOR_TEST_UNSET_KEY is not set"}},
+		{[]string{"gateway", "--model", filepath.Join(dir, "x.gguf"), "--addr", "0.0.0.0:8080"}, []string{"--addr", "API key", "VISOR_SERVE_KEY"}},
+	} {
+		_, _, err := visor(t, tc.args...)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("visor %v: %v, want it to say %q", tc.args, err, w)
+			}
+		}
+	}
+}
