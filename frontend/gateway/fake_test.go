@@ -253,3 +253,48 @@ func TestStreamPassesEachChunkAtOnce(t *testing.T) {
 		got <- struct{}{}
 	}
 }
+
+// TestRemoteModel: a name that maps to another server gets the server's own model name and API key, and the
+// client's body otherwise as it came; held-back text is released when the server sends its own tool_calls.
+func TestRemoteModel(t *testing.T) {
+	var auth []string
+	var mu sync.Mutex
+	fake := &fakeLlamaServer{reply: func(req map[string]any, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{`{"role":"assistant","content":"Sure <"}`,
+			`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}}]}`} {
+			io.WriteString(w, `data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"finish_reason":null,"delta":`+d+"}]}\n\n")
+		}
+		io.WriteString(w, `data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"finish_reason":"tool_calls","delta":{}}]}`+"\n\ndata: [DONE]\n\n")
+	}}
+	up := fake.start(t)
+	gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "big", Remote: true, UpstreamModel: "Org/Big-235B",
+		APIKey: "sekrit", Slots: 4, Open: func() gateway.Engine {
+			return conductor.New(conductor.Config{APIKey: "sekrit", Launch: func(context.Context, string) (conductor.Process, error) {
+				return conductor.Remote{Addr: up + "/v1"}, nil
+			}})
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close(context.Background())
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = srv.URL + "/v1"
+	s, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "big",
+		Tools: []openai.Tool{readFile}, Messages: []openai.ChatCompletionMessage{user("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, calls, finish, _ := streamAll(t, s)
+	if content != "Sure <" || len(calls) != 1 || calls[0].ID != "c1" || finish != "tool_calls" {
+		t.Fatalf("content %q calls %+v finish %q: want the server's call and the text held back as a possible tag", content, calls, finish)
+	}
+	if len(fake.bodies) != 1 || fake.bodies[0]["model"] != "Org/Big-235B" || fake.bodies[0]["tools"] == nil || auth[0] != "Bearer sekrit" {
+		t.Fatalf("upstream got %v with Authorization %q", fake.bodies, auth)
+	}
+}

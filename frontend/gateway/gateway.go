@@ -396,6 +396,9 @@ func (g *Gateway) retryUnparsed(w http.ResponseWriter, r *http.Request, md Model
 	f, _ := toolcall.ParseFormat(md.ToolFormat)
 	rep := &repairer{g: g, model: md.Name, format: f, req: req}
 	b = rep.whole(b, "parse_error")
+	if g.cfg.Recorder != nil {
+		defer g.record(req, b)
+	}
 	if req.stream {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")

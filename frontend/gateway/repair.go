@@ -295,6 +295,19 @@ func (st *streamState) line(line []byte, repair bool) bool {
 		st.reasoning.WriteString(*d.ReasoningContent)
 	}
 	if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" {
+		if repair && !st.native {
+			// The server parsed the calls itself: release the text the parser still holds (never as calls: the
+			// server's are the answer), then pass everything through.
+			var text []toolcall.Event
+			for _, ev := range st.p.Close() {
+				if ev.Kind == toolcall.KindContent || ev.Kind == toolcall.KindReasoning {
+					text = append(text, ev)
+				}
+			}
+			if len(text) > 0 && !st.emit(text, nil, "", nil) {
+				return false
+			}
+		}
 		st.native = true
 		st.recordNative(d.ToolCalls)
 	}
