@@ -81,6 +81,11 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return err
 	}
 	defer gw.Close(context.Background())
+	for _, n := range fc.Preload {
+		if err := gw.Preload(ctx, n); err != nil {
+			return err
+		}
+	}
 	return gw.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		names := make([]string, len(cfg.Models))
 		for i, m := range cfg.Models {
@@ -116,7 +121,8 @@ func gatewayConfig(path, name string, ef engineFlags) (gateway.FileConfig, error
 	if ef.endpoint != "" {
 		mc.Parallel = 0
 	}
-	return gateway.FileConfig{Models: map[string]gateway.ModelConfig{name: mc}}, nil
+	// One model is loaded at start, as `visor web` does: a model that cannot load fails now.
+	return gateway.FileConfig{Models: map[string]gateway.ModelConfig{name: mc}, Preload: []string{name}}, nil
 }
 
 // gatewayModel turns one config entry into a gateway model whose engine is a conductor over visor's launcher

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,7 +29,7 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "models.yaml")
-	if err := os.WriteFile(cfg, []byte("idle_unload: 10m\nmodels:\n  tiny:\n    model: "+chat+"\n    ctx: 4096\n    args: [-t, \"2\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("idle_unload: 10m\npreload: [tiny]\nmodels:\n  tiny:\n    model: "+chat+"\n    ctx: 4096\n    args: [-t, \"2\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "visor.db")
@@ -51,6 +53,10 @@ func TestGatewayCommand(t *testing.T) {
 		}
 		return base != ""
 	})
+	// Preloaded: the model answers before any request asked for it.
+	if m := regexp.MustCompile(`visor_gateway_model_loaded\{model="tiny"\} 1`).FindString(get(t, base+"/metrics")); m == "" {
+		t.Fatalf("tiny is not loaded after start:\n%s", get(t, base+"/metrics"))
+	}
 	oc := openai.DefaultConfig("")
 	oc.BaseURL = base + "/v1"
 	r, err := openai.NewClientWithConfig(oc).CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "tiny",
@@ -74,6 +80,17 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil || !strings.Contains(o, "hello [gateway]") {
 		t.Fatalf("the stored exchange is not searchable: %v\n%s", err, o)
 	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func TestGatewayCommandErrorsNameTheFix(t *testing.T) {
@@ -100,6 +117,8 @@ func TestGatewayCommandErrorsNameTheFix(t *testing.T) {
 		{[]string{"gateway", "--config", write("key.yaml", "models:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n    api_key_env: VISOR_TEST_UNSET_KEY\n")},
 			[]string{"api_key_env VISOR_TEST_UNSET_KEY is not set"}},
 		{[]string{"gateway", "--model", filepath.Join(dir, "x.gguf"), "--addr", "0.0.0.0:8080"}, []string{"--addr", "API key", "VISOR_SERVE_KEY"}},
+		{[]string{"gateway", "--config", write("preload.yaml", "preload: [b]\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
+			[]string{`preload: no model "b": name one of a`}},
 	} {
 		_, _, err := visor(t, tc.args...)
 		for _, w := range tc.want {

@@ -22,6 +22,7 @@ import (
 //	idle_unload: 15m            # unload a model nobody asked for this long (0: never)
 //	max_queue: 64               # requests waiting for a slot or a swap, beyond which 429
 //	queue_timeout: 2m           # longest wait for a slot or a swap, then 503
+//	preload: [qwen]             # load these at start, so a model that cannot load fails then
 //	models:
 //	  qwen:
 //	    model: ~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf
@@ -40,6 +41,7 @@ type FileConfig struct {
 	IdleUnload   Duration               `yaml:"idle_unload"`
 	MaxQueue     int                    `yaml:"max_queue"`
 	QueueTimeout Duration               `yaml:"queue_timeout"`
+	Preload      []string               `yaml:"preload"`
 	Models       map[string]ModelConfig `yaml:"models"`
 }
 
@@ -94,6 +96,11 @@ func ParseConfig(path string, data []byte) (FileConfig, error) {
 	}
 	if fc.MaxQueue < 0 {
 		errs = append(errs, fmt.Errorf("max_queue %d: give 0 (the default, 64) or more", fc.MaxQueue))
+	}
+	for _, name := range fc.Preload {
+		if _, ok := fc.Models[name]; !ok {
+			errs = append(errs, fmt.Errorf("preload: no model %q: name one of %s", name, strings.Join(sortedNames(fc.Models), ", ")))
+		}
 	}
 	for _, name := range sortedNames(fc.Models) {
 		m := fc.Models[name]

@@ -121,6 +121,25 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
+// Preload loads a model now and waits until it answers, so that one that cannot load fails at start rather
+// than at the first request. Models that cannot stay loaded together unload each other as requests would.
+func (g *Gateway) Preload(ctx context.Context, name string) error {
+	if _, ok := g.pool.entries[name]; !ok {
+		return fmt.Errorf("gateway: no model %q to preload: the names are %s", name, strings.Join(g.names, ", "))
+	}
+	eng, release, _, err := g.pool.acquire(ctx, name)
+	if err != nil {
+		return fmt.Errorf("gateway: preload %s: %w", name, err)
+	}
+	defer release()
+	t0 := time.Now()
+	if _, err := eng.EnsureReady(ctx); err != nil {
+		return fmt.Errorf("gateway: model %q: %w", name, err)
+	}
+	g.metrics.swapWait(name, 0, time.Since(t0))
+	return nil
+}
+
 // Handler returns the gateway behind httpguard's checks.
 func (g *Gateway) Handler() http.Handler { return g.guard.Handler(g.mux) }
 
