@@ -117,6 +117,8 @@ func TestGatewayCommandErrorsNameTheFix(t *testing.T) {
 		{[]string{"gateway", "--config", write("key.yaml", "models:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n    api_key_env: VISOR_TEST_UNSET_KEY\n")},
 			[]string{"api_key_env VISOR_TEST_UNSET_KEY is not set"}},
 		{[]string{"gateway", "--model", filepath.Join(dir, "x.gguf"), "--addr", "0.0.0.0:8080"}, []string{"--addr", "API key", "VISOR_SERVE_KEY"}},
+		{[]string{"gateway", "--config", write("idle.yaml", "idle_unload: soon\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
+			[]string{"idle.yaml", `"soon" is not a duration: write it as 90s, 15m or 2h`}},
 		{[]string{"gateway", "--config", write("preload.yaml", "preload: [b]\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
 			[]string{`preload: no model "b": name one of a`}},
 	} {
