@@ -57,5 +57,5 @@ chmod +x "$server"
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv 2>/dev/null || true
 VISOR_LOOKAHEAD_GPU_SERVER=$server VISOR_LOOKAHEAD_GPU_DIR=$work/models \
   "$loader" --library-path "$lib" "$bin" -test.run '^$' -test.bench 'LookaheadGPU' -test.benchtime 1x -test.v \
-  -test.timeout 9m 2>&1 | tee "$out/bench.txt"
+  -test.timeout 7m 2>&1 | tee "$out/bench.txt"
 cp "$work/models/llama-server.log" "$out/" 2>/dev/null || true
