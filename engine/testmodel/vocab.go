@@ -1,5 +1,11 @@
 package testmodel
 
+import (
+	"fmt"
+
+	"github.com/visorhq/visor/engine/gguf"
+)
+
 // Token ids of the chat model. Ids 0–255 are the 256 byte tokens, id b standing for byte b, so the id of an ASCII
 // character is its code; the special tokens follow.
 const (
@@ -87,4 +93,23 @@ func vocabulary() (texts []string, types []int32) {
 		types[s.id] = s.typ
 	}
 	return texts, types
+}
+
+// TokenizerKV returns the chat model's tokenizer and chat template metadata with the vocabulary padded to n
+// tokens (n ≥ VocabSize), for a full-size stand-in model whose embedding table has n rows: prompts then tokenize
+// one token per byte with the ChatML special tokens, and the template renders tools and images like the tiny
+// model's. The filler tokens are never produced by tokenizing (there are no merges).
+func TokenizerKV(n int) ([]gguf.KV, error) {
+	if n < VocabSize {
+		return nil, fmt.Errorf("testmodel: a vocabulary of %d tokens cannot hold the chat model's %d", n, VocabSize)
+	}
+	w, err := newChatWiring()
+	if err != nil {
+		return nil, err
+	}
+	for i := VocabSize; i < n; i++ {
+		w.tokens = append(w.tokens, fmt.Sprintf("[filler %d]", i))
+		w.types = append(w.types, tokenTypeNormal)
+	}
+	return w.tokenizerKV(), nil
 }
