@@ -110,7 +110,7 @@ func BenchmarkLookaheadGPU(b *testing.B) {
 	t0 = time.Now()
 	cfg := llamacpp.Config{Binary: bin, Model: model, MMProj: proj, Ctx: 65536,
 		CacheTypeK: "q4_0", CacheTypeV: "q4_0", SpecType: "draft-mtp", Parallel: 1, GPULayers: "999",
-		ExtraArgs: []string{"-fa", "on", "--spec-draft-n-max", "3", "--no-mmproj-offload"},
+		ExtraArgs: []string{"-fa", "on", "--spec-draft-n-max", "3", "--no-mmproj-offload", "-lv", "4"},
 		LogFile:   filepath.Join(dir, "llama-server.log"), Ready: 5 * time.Minute}
 	if small {
 		cfg = llamacpp.Config{Binary: bin, Model: model, MMProj: proj, Ctx: 4096, Parallel: 1, Threads: 2,
