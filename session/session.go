@@ -432,7 +432,10 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
 	}
 	return agent.New(agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format,
 		MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, ToolChoice: a.ToolChoice, Temperature: a.Temperature,
-		Logger: s.cfg.Logger})
+		// A tool's images are evaluated while slower tools of the step still run. That puts each result's images
+		// right after it, a layout llama-server takes and strict OpenAI servers may not: only for visor's own.
+		PrefillToolImages: s.cfg.Vision == VisionYes,
+		Logger:            s.cfg.Logger})
 }
 
 // Lookahead is what the open sessions' next requests will carry, as far as the service knows now.
