@@ -147,8 +147,8 @@ func (l *listFlag) Set(v string) error {
 }
 
 // stopOnSignal cancels the context on the first Ctrl-C or SIGTERM, so a turn ends cleanly and is stored; a second
-// signal, or a clean stop that takes longer than 10 seconds, ends the process at once: nothing may leave visor
-// unkillable.
+// signal, or a clean stop that takes longer than 20 seconds, ends the process at once: nothing may leave visor
+// unkillable. (20 s lets a clean stop finish killing a llama-server that ignored SIGTERM, after its 10 s.)
 func stopOnSignal() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -163,8 +163,8 @@ func stopOnSignal() (context.Context, func()) {
 		select {
 		case <-sigs:
 			fmt.Fprintln(os.Stderr, "visor: stopped at once (second signal)")
-		case <-time.After(10 * time.Second):
-			fmt.Fprintln(os.Stderr, "visor: still stopping after 10 s; exiting now")
+		case <-time.After(20 * time.Second):
+			fmt.Fprintln(os.Stderr, "visor: still stopping after 20 s; exiting now")
 		}
 		os.Exit(130)
 	}()
