@@ -39,7 +39,10 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.server, "server", "", "llama-server binary (default: $VISOR_LLAMA_SERVER, $PATH, then the installed engine)")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size for llama-server (0: the model's default)")
 	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots")
-	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable)")
+	// VISOR_SERVER_ARGS holds arguments for every llama-server visor starts (space-separated), before any
+	// --server-arg: settings a machine always wants, such as --poll 0 where many servers share few cores.
+	e.extra = strings.Fields(os.Getenv("VISOR_SERVER_ARGS"))
+	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable; env VISOR_SERVER_ARGS adds some to every start)")
 	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
 	fs.StringVar(&e.gpu, "gpu", "auto", "GPUs the plan is for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
 	fs.StringVar(&e.cacheType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")

@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", cfgDir)
+	// The tests start many servers at once on few cores: llama.cpp's polling workers would spin against each other.
+	os.Setenv("VISOR_SERVER_ARGS", "--poll 0")
 	code := m.Run()
 	os.RemoveAll(cfgDir)
 	os.Exit(code)

@@ -58,8 +58,11 @@ func Start(t testing.TB, cfg llamacpp.Config) *llamacpp.Server {
 		cfg.LogFile = filepath.Join(t.TempDir(), "llama-server.log")
 	}
 	if cfg.Threads == 0 {
-		cfg.Threads = 2
+		// One thread and no polling: tests run many servers at once on few cores, and llama.cpp's spinning
+		// worker threads would take the cores from each other.
+		cfg.Threads = 1
 	}
+	cfg.ExtraArgs = append(cfg.ExtraArgs, "--poll", "0")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := llamacpp.Start(ctx, cfg)
