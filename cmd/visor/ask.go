@@ -41,7 +41,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots")
 	// VISOR_SERVER_ARGS holds arguments for every llama-server visor starts (space-separated), before any
 	// --server-arg: settings a machine always wants, such as --poll 0 where many servers share few cores.
-	e.extra = strings.Fields(os.Getenv("VISOR_SERVER_ARGS"))
+	e.extra = envServerArgs()
 	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable; env VISOR_SERVER_ARGS adds some to every start)")
 	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
 	fs.StringVar(&e.gpu, "gpu", "auto", "GPUs the plan is for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
@@ -385,3 +385,7 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// envServerArgs are VISOR_SERVER_ARGS: arguments for every llama-server visor starts, before those of a flag, an
+// agent file, the config file or a gateway model.
+func envServerArgs() listFlag { return strings.Fields(os.Getenv("VISOR_SERVER_ARGS")) }

@@ -111,7 +111,7 @@ func (e *engineFlags) applyModel(m agentfile.Model, set map[string]bool) {
 		e.parallel = m.Parallel
 	}
 	if !set["server-arg"] && len(m.ServerArgs) > 0 {
-		e.extra = append(listFlag(nil), m.ServerArgs...)
+		e.extra = append(envServerArgs(), m.ServerArgs...)
 	}
 }
 

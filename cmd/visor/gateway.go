@@ -135,7 +135,7 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 	}
 	ef.parallel = max(mc.Parallel, 1)
 	if len(mc.Args) > 0 {
-		ef.extra = append(listFlag(nil), mc.Args...)
+		ef.extra = append(envServerArgs(), mc.Args...)
 	}
 	if mc.APIKeyEnv != "" {
 		ef.apiKey = os.Getenv(mc.APIKeyEnv)

@@ -65,7 +65,7 @@ func applySpec(t *turn, s agentfile.Spec) error {
 	m := s.Model
 	t.agentName = s.Name
 	t.engine = engineFlags{model: m.Path, mmproj: m.MMProj, endpoint: m.Endpoint, ctx: m.Ctx, parallel: m.Parallel,
-		extra: m.ServerArgs, plan: m.Plan, gpu: m.GPU, cacheType: m.CacheType, warmup: true}
+		extra: append(envServerArgs(), m.ServerArgs...), plan: m.Plan, gpu: m.GPU, cacheType: m.CacheType, warmup: true}
 	if t.engine.parallel == 0 {
 		t.engine.parallel = 1
 	}
