@@ -41,19 +41,7 @@ func hybridModel() ([]gguf.KV, []gguf.Tensor, error) {
 		return nil, nil, err
 	}
 	const a = "qwen35."
-	kv := []gguf.KV{
-		{Key: "general.architecture", Value: "qwen35"},
-		{Key: "general.name", Value: "visor tiny-hybrid"},
-		{Key: "general.file_type", Value: uint32(0)}, // all F32
-		{Key: a + "context_length", Value: uint32(chatContextLength)},
-		{Key: a + "embedding_length", Value: uint32(ChatEmbeddingLength)},
-		{Key: a + "block_count", Value: uint32(hybridBlocks)},
-		{Key: a + "feed_forward_length", Value: uint32(chatFeedForward)},
-		{Key: a + "attention.head_count", Value: uint32(chatHeads)},
-		{Key: a + "attention.head_count_kv", Value: uint32(chatHeads)},
-		{Key: a + "attention.key_length", Value: uint32(chatHeadDim)},
-		{Key: a + "attention.value_length", Value: uint32(chatHeadDim)},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(chatRMSEpsilon)},
+	kv := append(chatHeaderKV("qwen35", "visor tiny-hybrid", hybridBlocks), []gguf.KV{
 		{Key: a + "rope.dimension_count", Value: uint32(hybridRopeDims)},
 		{Key: a + "rope.dimension_sections", Value: hybridRopeSections},
 		{Key: a + "rope.freq_base", Value: float32(chatRopeBase)},
@@ -64,7 +52,7 @@ func hybridModel() ([]gguf.KV, []gguf.Tensor, error) {
 		{Key: a + "ssm.inner_size", Value: uint32(hybridInner)},
 		{Key: a + "full_attention_interval", Value: uint32(hybridAttnInterval)},
 		{Key: a + "vocab_size", Value: uint32(VocabSize)},
-	}
+	}...)
 	kv = append(kv, w.tokenizerKV()...)
 
 	const d, hd = ChatEmbeddingLength, chatHeadDim
@@ -164,4 +152,24 @@ func WriteHybridFile(path string) error {
 		return fmt.Errorf("testmodel: write hybrid model: %w", err)
 	}
 	return nil
+}
+
+// chatHeaderKV is the metadata every generated chat architecture opens with: the shared shape of the tiny
+// models (width, heads, feed-forward, context), named for arch.
+func chatHeaderKV(arch, name string, blocks int) []gguf.KV {
+	a := arch + "."
+	return []gguf.KV{
+		{Key: "general.architecture", Value: arch},
+		{Key: "general.name", Value: name},
+		{Key: "general.file_type", Value: uint32(0)}, // all F32
+		{Key: a + "context_length", Value: uint32(chatContextLength)},
+		{Key: a + "embedding_length", Value: uint32(ChatEmbeddingLength)},
+		{Key: a + "block_count", Value: uint32(blocks)},
+		{Key: a + "feed_forward_length", Value: uint32(chatFeedForward)},
+		{Key: a + "attention.head_count", Value: uint32(chatHeads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(chatHeads)},
+		{Key: a + "attention.key_length", Value: uint32(chatHeadDim)},
+		{Key: a + "attention.value_length", Value: uint32(chatHeadDim)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(chatRMSEpsilon)},
+	}
 }

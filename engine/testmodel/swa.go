@@ -25,23 +25,11 @@ func swaModel() ([]gguf.KV, []gguf.Tensor, error) {
 		return nil, nil, err
 	}
 	const a = "gemma3."
-	kv := []gguf.KV{
-		{Key: "general.architecture", Value: "gemma3"},
-		{Key: "general.name", Value: "visor tiny-swa"},
-		{Key: "general.file_type", Value: uint32(0)}, // all F32
-		{Key: a + "context_length", Value: uint32(chatContextLength)},
-		{Key: a + "embedding_length", Value: uint32(ChatEmbeddingLength)},
-		{Key: a + "block_count", Value: uint32(swaBlocks)},
-		{Key: a + "feed_forward_length", Value: uint32(chatFeedForward)},
-		{Key: a + "attention.head_count", Value: uint32(chatHeads)},
-		{Key: a + "attention.head_count_kv", Value: uint32(chatHeads)},
-		{Key: a + "attention.key_length", Value: uint32(chatHeadDim)},
-		{Key: a + "attention.value_length", Value: uint32(chatHeadDim)},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(chatRMSEpsilon)},
+	kv := append(chatHeaderKV("gemma3", "visor tiny-swa", swaBlocks), []gguf.KV{
 		{Key: a + "attention.sliding_window", Value: uint32(SWAWindow)},
 		{Key: a + "rope.freq_base", Value: float32(chatRopeBase)},
 		{Key: a + "vocab_size", Value: uint32(VocabSize)},
-	}
+	}...)
 	kv = append(kv, w.tokenizerKV()...)
 	const d, hd = ChatEmbeddingLength, chatHeadDim
 	ones := func(n int) []float32 {
