@@ -2,12 +2,10 @@ package main
 
 import (
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/visorhq/visor/engine/enginetest"
-	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/modelgen"
 	"github.com/visorhq/visor/engine/testmodel"
 )
@@ -18,22 +16,8 @@ import (
 func TestAskRefusesVisionModelWithoutTextTokens(t *testing.T) {
 	enginetest.Binary(t)
 	dir := t.TempDir()
-	toks := make([]string, 512)
-	types := make([]int32, len(toks))
-	for i := range toks {
-		toks[i], types[i] = "t"+strconv.Itoa(i), 1
-	}
-	vocab := &gguf.File{Name: "bytes-less", KV: []gguf.KV{
-		{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.pre", Value: "default"},
-		{Key: "tokenizer.ggml.tokens", Value: toks}, {Key: "tokenizer.ggml.token_type", Value: types},
-		{Key: "tokenizer.ggml.merges", Value: []string{}}}}
-	kv, ts, err := modelgen.Llama(modelgen.LlamaShape{Embd: 64, Layers: 1, Heads: 4, HeadsKV: 4, FF: 128, Ctx: 1024,
-		Type: gguf.TypeF32}, vocab)
-	if err != nil {
-		t.Fatal(err)
-	}
 	model, proj := filepath.Join(dir, "no-bytes.gguf"), filepath.Join(dir, "mmproj.gguf")
-	if err := gguf.WriteFile(model, kv, ts); err != nil {
+	if err := modelgen.WriteTextless(model, 1024); err != nil {
 		t.Fatal(err)
 	}
 	if err := testmodel.WriteProjectorFile(proj, testmodel.ProjectorOptions{TextEmbeddingLength: 64}); err != nil {
