@@ -146,27 +146,7 @@ func (g *Gateway) Handler() http.Handler { return g.guard.Handler(g.mux) }
 // ListenAndServe serves on addr until ctx ends; ready is called with the bound address. A non-loopback addr
 // needs the API key.
 func (g *Gateway) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
-	if err := g.guard.CheckAddr(addr); err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	if ready != nil {
-		ready(l.Addr())
-	}
-	hs := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shut)
-	}()
-	if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return g.guard.ListenAndServe(ctx, addr, g.Handler(), ready)
 }
 
 // Close unloads every model and stops the idle reaper.

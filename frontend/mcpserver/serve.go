@@ -3,11 +3,9 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -50,34 +48,13 @@ func (s *Server) Handler() http.Handler {
 // (127.0.0.1:PORT, [::1]:PORT or localhost:PORT; port 0 picks a free one) unless Config.APIKey is set: the
 // agent behind it can run tools on this machine. ready, if set, gets the endpoint URL once listening.
 func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(url string)) error {
-	if err := s.guard.CheckAddr(addr); err != nil {
-		return err
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("MCP address %s: %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	url := "http://" + ln.Addr().String() + "/mcp"
-	s.logger.Info("MCP server listening", "url", url)
-	if ready != nil {
-		ready(url)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("MCP server at %s: %w", url, err)
-	case <-ctx.Done():
-	}
-	// Open SSE streams never finish on their own; give calls in flight a moment, then cut them.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	return nil
+	return s.guard.ListenAndServe(ctx, addr, mux, func(a net.Addr) {
+		url := "http://" + a.String() + "/mcp"
+		s.logger.Info("MCP server listening", "url", url)
+		if ready != nil {
+			ready(url)
+		}
+	})
 }

@@ -166,27 +166,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // ListenAndServe serves on addr until ctx ends; ready, when set, receives the bound address. addr must be
 // loopback unless Config.APIKey is set.
 func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
-	if err := s.guard.CheckAddr(addr); err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("web chat: %w", err)
-	}
-	if ready != nil {
-		ready(l.Addr())
-	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shut)
-	}()
-	if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return s.guard.ListenAndServe(ctx, addr, s, ready)
 }
 
 // index serves the page with a fresh token: the page's script sends it back on every request, and the chats

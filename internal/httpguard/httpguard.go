@@ -22,6 +22,7 @@
 package httpguard
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -35,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/visorhq/visor/images"
 )
@@ -290,4 +292,35 @@ func Error(w http.ResponseWriter, status int, format string, a ...any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf(format, a...)})
+}
+
+// ListenAndServe serves h on addr, once CheckAddr allows it, until ctx ends; ready, when set, gets the bound
+// address before the first request. On ctx's end requests in flight get 5 s, then open streams (SSE) are cut.
+// Every HTTP front end serves through it, so the address rule and the shutdown are one piece of code.
+func (g *Guard) ListenAndServe(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
+	if err := g.CheckAddr(addr); err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s address %s: %w", g.cfg.Name, addr, err)
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("%s at %s: %w", g.cfg.Name, ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	return nil
 }
