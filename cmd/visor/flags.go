@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/visorhq/visor/internal/yamlcheck"
 	"io"
 	"os"
 	"runtime/debug"
@@ -62,7 +63,7 @@ func flagError(fs *flag.FlagSet, err error) error {
 func nearestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 1<<30
 	fs.VisitAll(func(f *flag.Flag) {
-		d := editDistance(name, f.Name)
+		d := yamlcheck.Distance(name, f.Name)
 		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
 			d = min(d, 1)
 		}
@@ -76,36 +77,11 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 	return ""
 }
 
-// editDistance is the Levenshtein distance between a and b, counting an adjacent swap as one edit.
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
-}
-
 // nearestWord is the candidate closest to w, if close enough to be a typo (for commands).
 func nearestWord(w string, candidates []string) string {
 	best, bestD := "", 1<<30
 	for _, c := range candidates {
-		if d := editDistance(w, c); d < bestD {
+		if d := yamlcheck.Distance(w, c); d < bestD {
 			best, bestD = c, d
 		}
 	}

@@ -307,7 +307,7 @@ func Locate(root *yaml.Node, path string) (line, col int) {
 func nearest(w string, candidates []string) string {
 	best, bestD := "", 1<<30
 	for _, c := range candidates {
-		d := distance(w, c)
+		d := Distance(w, c)
 		if d < bestD {
 			best, bestD = c, d
 		}
@@ -318,8 +318,9 @@ func nearest(w string, candidates []string) string {
 	return ""
 }
 
-// distance is the edit distance between a and b, an adjacent swap counting as one edit.
-func distance(a, b string) int {
+// Distance is the edit distance between a and b, an adjacent swap counting as one edit: how far a typo is
+// from the word meant, for "did you mean" hints here and in the command line.
+func Distance(a, b string) int {
 	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
