@@ -342,12 +342,14 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 			s.mu.Unlock()
 			return res, errors.Join(fmt.Errorf("%w: %v; the turn is kept but will not be sent again", ErrRejected, f.Err), storeErr)
 		}
-		if crashed(r) {
-			emit(agent.Notice{Text: "the engine crashed; restarting it …"})
-			if _, _, rerr := svc.ready(ctx, true); rerr != nil {
-				return res, fmt.Errorf("%w (%v), and restarting it failed: %w", ErrEngineCrashed, f.Err, rerr)
-			}
-			emit(agent.Notice{Text: "the engine is back: send the message again"})
+		// The conductor checks the server (one /health request; a dead one is restarted) and says, by a new
+		// launch generation, whether the failure was the engine's.
+		back, _, rerr := svc.ready(ctx, true)
+		if rerr != nil {
+			return res, fmt.Errorf("%w (%v), and restarting it failed: %w", ErrEngineCrashed, f.Err, rerr)
+		}
+		if back.Generation != r.Generation {
+			emit(agent.Notice{Text: "the engine crashed and was restarted: send the message again"})
 			s.keep(sessionID, added)
 			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
 		}
@@ -391,22 +393,6 @@ func rejected(err error) bool {
 	st := engine.StatusCode(err)
 	return st >= 400 && st < 500 && st != http.StatusUnauthorized && st != http.StatusForbidden && st != http.StatusNotFound &&
 		st != http.StatusTooManyRequests
-}
-
-func crashed(r conductor.Ready) bool {
-	if r.Process == nil {
-		return false
-	}
-	select {
-	case <-r.Process.Done():
-		return true
-	default:
-	}
-	// The exit may not be seen yet (it is once the output is drained); the conductor's probe decides.
-	var h struct{}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return r.Client.Get(ctx, "/health", &h) != nil
 }
 
 // compact starts a linked session from a summary when the stored conversation fills most of the server's
