@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -230,20 +231,8 @@ func (d *extraDoer) Do(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read request body: %w", err)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(body, &m); err != nil {
-			return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
-		}
-		for k, v := range ev.fields {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return nil, fmt.Errorf("merge llama.cpp field %s: %w", k, err)
-			}
-			m[k] = b
-		}
-		body, err = json.Marshal(m)
-		if err != nil {
-			return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
+		if body, err = mergeFields(body, ev.fields); err != nil {
+			return nil, err
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
@@ -261,6 +250,55 @@ func (d *extraDoer) Do(req *http.Request) (*http.Response, error) {
 	*ev.raw = body
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
+}
+
+// mergeFields sets fields at the top level of the JSON object body. A screenshot makes the body megabytes of
+// base64, and a decode and re-encode of it cost tens of milliseconds on the critical path of every turn, so
+// when no field's key occurs in body (as "key": anywhere, which over-approximates the top level) the fields are
+// appended before the closing brace. Otherwise the object is decoded and re-encoded, and a field replaces the
+// key the body already has.
+func mergeFields(body []byte, fields map[string]any) ([]byte, error) {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	enc := make([][]byte, len(keys))
+	clash := false
+	for i, k := range keys {
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(fields[k])
+		if err != nil {
+			return nil, fmt.Errorf("merge llama.cpp field %s: %w", k, err)
+		}
+		enc[i] = append(append(kb, ':'), vb...)
+		clash = clash || bytes.Contains(body, append(kb, ':'))
+	}
+	trimmed := bytes.TrimRight(body, " \t\r\n")
+	if !clash && len(trimmed) >= 2 && trimmed[0] == '{' && trimmed[len(trimmed)-1] == '}' {
+		out := make([]byte, 0, len(trimmed)+64*len(enc))
+		out = append(out, trimmed[:len(trimmed)-1]...)
+		empty := len(bytes.TrimSpace(trimmed[1:len(trimmed)-1])) == 0
+		for i, e := range enc {
+			if i > 0 || !empty {
+				out = append(out, ',')
+			}
+			out = append(out, e...)
+		}
+		return append(out, '}'), nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
+	}
+	for i, k := range keys {
+		m[k] = enc[i][bytes.IndexByte(enc[i], ':')+1:]
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
+	}
+	return out, nil
 }
 
 // Get fetches a JSON endpoint of the server (e.g. /props, /slots) into out.
