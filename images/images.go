@@ -5,8 +5,10 @@
 // pixel is decoded, so a decompression bomb costs nothing; and its bytes are kept exactly as given, so later
 // turns send the same bytes and hit the server's image cache.
 //
-// It does not resize or re-encode (a future resize to the plan's encoder budget happens at intake too, once), and
-// it does not know where an image came from: callers name the input in their errors.
+// An image larger than the encoder will use is resized once, here (Limits.Fit), and re-encoded as PNG: the
+// server would shrink it anyway on every request, after parsing, decoding and hashing megabytes the encoder never
+// sees. Otherwise the bytes are kept exactly. It does not know where an image came from: callers name the input in
+// their errors.
 package images
 
 import (
@@ -16,11 +18,12 @@ import (
 	"image"
 	_ "image/gif" // the formats llama-server's image loader (stb_image) decodes
 	_ "image/jpeg"
-	_ "image/png"
+	"image/png"
 	"io"
 	"net/http"
 
 	_ "golang.org/x/image/bmp"
+	"golang.org/x/image/draw"
 )
 
 // Formats names the accepted formats for messages: the ones llama-server's loader decodes (stb_image), which
@@ -33,6 +36,9 @@ type Limits struct {
 	MaxBytes int64
 	// MaxPixels bounds width×height; default DefaultMaxPixels.
 	MaxPixels int64
+	// Fit, when set, gives the size an image of w×h pixels is sent at (the encoder's input size, from the
+	// projector); an image it makes smaller is resized once, at intake. Nil keeps every image as given.
+	Fit func(w, h int) (int, int)
 }
 
 const (
@@ -56,12 +62,17 @@ func (l Limits) maxPixels() int64 {
 	return DefaultMaxPixels
 }
 
-// Image is an accepted image: its exact bytes and what decoding found.
+// Image is an accepted image: its bytes and what decoding found.
 type Image struct {
 	MIME          string
 	Data          []byte
 	Width, Height int
+	// OrigWidth and OrigHeight are the size given, when Fit resized the image (zero otherwise).
+	OrigWidth, OrigHeight int
 }
+
+// Resized says whether intake resized the image.
+func (im Image) Resized() bool { return im.OrigWidth != 0 }
 
 // Sentinel errors, wrapped by every refusal so callers can tell the kinds apart.
 var (
@@ -103,10 +114,35 @@ func (l Limits) Check(data []byte) (Image, error) {
 			cfg.Width, cfg.Height, px, l.maxPixels())
 	}
 	// Decoding every pixel is what finds a truncated file: headers alone look fine.
-	if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+	img, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
 		return Image{}, fmt.Errorf("%w: %v: re-export or re-capture the image", ErrCorrupt, err)
 	}
-	return Image{MIME: mime, Data: data, Width: cfg.Width, Height: cfg.Height}, nil
+	im := Image{MIME: mime, Data: data, Width: cfg.Width, Height: cfg.Height}
+	if l.Fit == nil {
+		return im, nil
+	}
+	w, h := l.Fit(cfg.Width, cfg.Height)
+	if w <= 0 || h <= 0 || w > cfg.Width || h > cfg.Height || (w == cfg.Width && h == cfg.Height) {
+		return im, nil
+	}
+	out, err := resize(img, w, h)
+	if err != nil {
+		return Image{}, fmt.Errorf("images: resize %d×%d to %d×%d: %w", cfg.Width, cfg.Height, w, h, err)
+	}
+	return Image{MIME: "image/png", Data: out, Width: w, Height: h, OrigWidth: cfg.Width, OrigHeight: cfg.Height}, nil
+}
+
+// resize scales img to w×h with Catmull-Rom (a downscale filter that keeps text legible) and encodes it as PNG,
+// lossless, so the one resampling is the only change.
+func resize(img image.Image, w, h int) ([]byte, error) {
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.CatmullRom.Scale(dst, dst.Bounds(), img, img.Bounds(), draw.Src, nil)
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, dst); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // ReadFile reads and checks an image file. It opens only regular files, without blocking (a FIFO or device

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -116,4 +117,54 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("accepted %dx%d", im.Width, im.Height)
 		}
 	})
+}
+
+// TestFitResizesOnceAtIntake: an image larger than Fit's size is resized to it and re-encoded as PNG, keeping
+// its content (a left half dark, a right half light stays so); one within it keeps its exact bytes.
+func TestFitResizesOnceAtIntake(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 1600, 900))
+	for y := range 900 {
+		for x := range 1600 {
+			v := uint8(20)
+			if x >= 800 {
+				v = 230
+			}
+			src.SetRGBA(x, y, color.RGBA{v, v, v, 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	half := func(w, h int) (int, int) { return w / 2, h / 2 }
+	im, err := images.Limits{Fit: half}.Check(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !im.Resized() || im.Width != 800 || im.Height != 450 || im.OrigWidth != 1600 || im.MIME != "image/png" {
+		t.Fatalf("got %s %d×%d (from %d×%d)", im.MIME, im.Width, im.Height, im.OrigWidth, im.OrigHeight)
+	}
+	got, err := png.Decode(bytes.NewReader(im.Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Bounds().Dx() != 800 || got.Bounds().Dy() != 450 {
+		t.Fatalf("encoded %v", got.Bounds())
+	}
+	if l, r := gray(got.At(100, 200)), gray(got.At(700, 200)); l > 60 || r < 190 {
+		t.Errorf("content lost in the resize: left %d, right %d", l, r)
+	}
+	// Within the size (or a Fit that would enlarge): the exact bytes stay.
+	for _, fit := range []func(w, h int) (int, int){func(w, h int) (int, int) { return w, h },
+		func(w, h int) (int, int) { return 2 * w, 2 * h }} {
+		im, err := images.Limits{Fit: fit}.Check(b.Bytes())
+		if err != nil || im.Resized() || !bytes.Equal(im.Data, b.Bytes()) || im.MIME != "image/jpeg" {
+			t.Errorf("kept image changed: resized %v, %s, err %v", im.Resized(), im.MIME, err)
+		}
+	}
+}
+
+func gray(c color.Color) int {
+	r, _, _, _ := c.RGBA()
+	return int(r >> 8)
 }

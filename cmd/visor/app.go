@@ -18,6 +18,7 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
@@ -83,6 +84,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		vision = session.VisionNo
 		if t.engine.mmproj != "" {
 			vision = session.VisionYes
+			a.limits.Fit = intakeFit(t.engine.mmproj, logger)
 		}
 	}
 	var searcher memory.Searcher
@@ -145,6 +147,17 @@ func (a *app) ensureEngine(ctx context.Context) error {
 		return fmt.Errorf("the engine: %w", err)
 	}
 	return nil
+}
+
+// intakeFit sizes images at intake to what the projector's encoder uses (vram.Projector.IntakeSize). A projector
+// whose header cannot be read gets no resizing: the engine's load then reports the file.
+func intakeFit(mmproj string, logger *slog.Logger) func(w, h int) (int, int) {
+	p, err := vram.ProjectorFromFile(expandHome(mmproj))
+	if err != nil {
+		logger.Debug("images are sent at their own size", "mmproj", mmproj, "err", err)
+		return nil
+	}
+	return func(w, h int) (int, int) { return p.IntakeSize(w, h, 0) }
 }
 
 // readImage takes an image file in under the one intake policy, naming the file in every refusal.

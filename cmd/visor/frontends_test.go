@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/png"
 	"io"
 	"net/http"
 	"os"
@@ -543,7 +545,7 @@ func TestImageIntakeInEveryFrontEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := testkit.PNG(t, 16, 16)
+	good, large := testkit.PNG(t, 16, 16), testkit.PNG(t, 96, 64)
 	corrupt := append(append([]byte(nil), good[:40]...), bytes.Repeat([]byte{0xff}, 300)...)
 	bad := map[string]struct {
 		data []byte
@@ -571,16 +573,23 @@ func TestImageIntakeInEveryFrontEnd(t *testing.T) {
 					t.Fatalf("a refused image's turn reached the store: %+v", m)
 				}
 			}
-			answer, err := d.send(t, "and this?", good)
+			// A good image larger than the projector's 32 px encoder is sized at intake, once, to what the
+			// encoder uses (shorter side 32): the store keeps, and every later turn sends, those bytes.
+			answer, err := d.send(t, "and this?", large)
 			if err != nil || answer != "Hi!" {
 				t.Fatalf("good image: %q %v\n%s", answer, err, d.stderr())
 			}
-			n := 0
+			var stored []memory.Image
 			for _, m := range storedMessages(t, db) {
-				n += len(m.Images)
+				stored = append(stored, m.Images...)
 			}
-			if n != 1 {
-				t.Fatalf("%d images stored, want the one good image", n)
+			if len(stored) != 1 {
+				t.Fatalf("%d images stored, want the one good image", len(stored))
+			}
+			if cfg, _, err := image.DecodeConfig(bytes.NewReader(stored[0].Data)); err != nil || cfg.Width != 48 ||
+				cfg.Height != 32 || stored[0].MIME != "image/png" {
+				t.Fatalf("stored image %s %dx%d (%v), want the 96×64 screenshot sized to 48×32 PNG", stored[0].MIME,
+					cfg.Width, cfg.Height, err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"math"
 	"strings"
 )
@@ -102,4 +103,47 @@ func imageBudget(p *Projector, capPixels int) (tokens, pixels, capTokens int) {
 func encoderPatches(p *Projector, tokens int) int {
 	m := max(p.MergeSize, 1)
 	return max(tokens, p.WarmupTokens) * m * m
+}
+
+// IntakeSize is the size image intake sends a w×h image at: no larger than the encoder will use, so the server
+// does not parse, decode and hash pixels it would throw away on every turn, and never smaller on either side
+// than what llama.cpp's own resize gives, so nothing the encoder would see is lost. A dynamic-resolution encoder
+// gets exactly its resized size (capped at capPixels when that is positive and lower than its own limit); a
+// fixed-size one keeps the aspect ratio with the shorter side at ImageSize. An image already within it keeps
+// its size.
+func (p *Projector) IntakeSize(w, h, capPixels int) (int, int) {
+	if w <= 0 || h <= 0 {
+		return w, h
+	}
+	if p.Dynamic {
+		q := *p
+		if capPixels > 0 && (q.MaxPixels <= 0 || capPixels < q.MaxPixels) {
+			q.MaxPixels = capPixels
+		}
+		rw, rh := q.ResizedSize(w, h)
+		if rw > w || rh > h {
+			return w, h
+		}
+		return rw, rh
+	}
+	if p.ImageSize <= 0 {
+		return w, h
+	}
+	scale := max(float64(p.ImageSize)/float64(w), float64(p.ImageSize)/float64(h))
+	if scale >= 1 {
+		return w, h
+	}
+	return min(w, int(math.Ceil(float64(w)*scale))), min(h, int(math.Ceil(float64(h)*scale)))
+}
+
+// ProjectorFromFile reads a projector GGUF's image facts (header only).
+func ProjectorFromFile(path string) (*Projector, error) {
+	f, err := factsFromPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Projector == nil {
+		return nil, fmt.Errorf("vram: %s is not a vision projector (no clip.vision keys)", path)
+	}
+	return f.Projector, nil
 }
