@@ -85,7 +85,16 @@ func TestTPSChecksBothRatios(t *testing.T) {
 	}
 	rep.Runs[0].VisorTPS = []float64{69.5, 79.5, 59.6}
 	lines = strings.Join(checks(rep), "\n")
-	if strings.Contains(lines, "FAIL") {
-		t.Errorf("visor within 1%% of raw in every pair, yet a FAIL:\n%s", lines)
+	if strings.Contains(lines, "FAIL") || strings.Contains(lines, "concurrent") {
+		t.Errorf("visor within 1%% of raw in every pair, no concurrent pairs, yet a FAIL or a concurrent line:\n%s", lines)
+	}
+	// Concurrent pairs are held to the same 0.99, pair by pair.
+	rep.Runs[0].ConcVisorTPS, rep.Runs[0].ConcRawTPS = []float64{50, 51, 52}, []float64{50.2, 51, 51.9}
+	if lines = strings.Join(checks(rep), "\n"); !strings.Contains(lines, "PASS  concurrent pairs") {
+		t.Errorf("concurrent pairs within 1%%, no PASS:\n%s", lines)
+	}
+	rep.Runs[0].ConcVisorTPS = []float64{48, 49, 52}
+	if lines = strings.Join(checks(rep), "\n"); !strings.Contains(lines, "FAIL  concurrent pairs") {
+		t.Errorf("concurrent pairs 4%% slower in two of three, no FAIL:\n%s", lines)
 	}
 }

@@ -79,8 +79,12 @@ type Run struct {
 	// The server's timings for each tokens/s request (drafts accepted included), to show its own noise.
 	VisorTimings []engine.Timings `json:"visor_timings,omitempty"`
 	RawTimings   []engine.Timings `json:"raw_timings,omitempty"`
-	Placement    []string         `json:"placement_lines,omitempty"`
-	Err          string           `json:"error,omitempty"`
+	// Concurrent pairs (-concurrent): both clients stream the same request at once from a two-slot server, so
+	// the server decodes both in the same batches and its own run-to-run noise is the same for both.
+	ConcVisorTPS []float64 `json:"concurrent_visor_tps,omitempty"`
+	ConcRawTPS   []float64 `json:"concurrent_raw_tps,omitempty"`
+	Placement    []string  `json:"placement_lines,omitempty"`
+	Err          string    `json:"error,omitempty"`
 }
 
 // Report is results.json.
@@ -112,6 +116,7 @@ func main() {
 	reps := flag.Int("reps", 6, "tokens/s measurements per client (pairs alternate which goes first)")
 	tpsOnly := flag.Bool("tps-only", false, "only the tokens/s part: no control run and no image turns (ballast, plan and the warm-up start stay, so the server is the one visor picks)")
 	flag.IntVar(&tpsTokens, "tps-tokens", tpsTokens, "tokens per tokens/s request")
+	flag.IntVar(&concurrentPairs, "concurrent", 0, "also measure this many pairs with both clients streaming at once (visor serve then runs --parallel 2)")
 	tpsBudget := flag.Duration("tps-budget", 0, "stop the tokens/s pairs (after an even number) before they take longer than this; 0: no limit")
 	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
 	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
@@ -273,6 +278,9 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 		return fail(err)
 	}
 	args := []string{"serve", "--model", model, "--mmproj", mmproj, "--server", server, fmt.Sprintf("--warmup=%v", warm)}
+	if concurrentPairs > 0 {
+		args = append(args, "--parallel", "2")
+	}
 	if !warm {
 		// The control run's log carries llama-server's buffer sizes and its exit breakdown (-lv 4), to compare
 		// the plan's components with; the measured run keeps the default verbosity, so its tokens/s are the
@@ -389,9 +397,52 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 				raw, rt.PredictedPerSecond, rt.PredictedN, rt.PredictedMS, rt.DraftNAccepted, rt.DraftN, v/raw)
 		}
 	}
+	if warm && r.Err == "" {
+		for i := range concurrentPairs {
+			var v, raw float64
+			var err, rerr error
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			wg.Add(2)
+			go func() { defer wg.Done(); <-start; v, _, err = streamVisor(ctx, c) }()
+			go func() { defer wg.Done(); <-start; raw, _, rerr = streamRaw(ctx, url) }()
+			close(start)
+			wg.Wait()
+			if err = errors.Join(err, rerr); err != nil {
+				r.Err = fmt.Sprintf("concurrent tokens/s pair %d: %v", i, err)
+				say("run %d: %s", n, r.Err)
+				break
+			}
+			r.ConcVisorTPS, r.ConcRawTPS = append(r.ConcVisorTPS, v), append(r.ConcRawTPS, raw)
+			say("run %d concurrent tokens/s #%d: visor %.1f, raw %.1f: ratio %.3f", n, i, v, raw, v/raw)
+		}
+	}
 	r.MinFreeMiB = mib(mon.minSince(mark))
 	r.PeakUseMiB = r.FreeBeforeMiB - r.MinFreeMiB
 	return r
+}
+
+// concurrentChecks holds the concurrent pairs to the same 0.99: there the server's noise is shared, so what is
+// left is the clients'.
+func concurrentChecks(r *Run) []string {
+	n := min(len(r.ConcVisorTPS), len(r.ConcRawTPS))
+	if n == 0 {
+		return nil
+	}
+	var pr []float64
+	for i := range n {
+		if r.ConcRawTPS[i] > 0 {
+			pr = append(pr, r.ConcVisorTPS[i]/r.ConcRawTPS[i])
+		}
+	}
+	lo, hi := minMax(pr)
+	v, raw := median(r.ConcVisorTPS[:n]), median(r.ConcRawTPS[:n])
+	verdict := "FAIL"
+	if len(pr) == n && median(pr) >= 0.99 && v >= 0.99*raw {
+		verdict = "PASS"
+	}
+	return []string{fmt.Sprintf("%s  concurrent pairs (one two-slot server, both clients at once): visor %.1f vs raw %.1f tokens/s, "+
+		"ratio of medians %.3f, median pair ratio %.3f of %d (pairs %.3f–%.3f; ≥ 0.99)", verdict, v, raw, v/raw, median(pr), n, lo, hi)}
 }
 
 const question = "Describe this screenshot in one sentence."
@@ -437,6 +488,9 @@ const tpsSeed = 7
 
 // tpsTokens is each tokens/s request's length (a variable so the CPU test can ask for fewer).
 var tpsTokens = 512
+
+// concurrentPairs is -concurrent.
+var concurrentPairs int
 
 // streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
 // own timings.
@@ -567,7 +621,7 @@ func checks(rep Report) []string {
 	}
 	if rep.TPSOnly {
 		out = append(out, "info  tokens/s only (-tps-only): no image turns, so no plan, margin, OOM or first-image checks")
-		return append(out, tpsChecks(main)...)
+		return append(append(out, tpsChecks(main)...), concurrentChecks(main)...)
 	}
 	if main.Err != "" || len(main.Turns) < 4 {
 		add(false, "the warm-up run did not complete: %d of 4 or more image turns, mode %q, error %q", len(main.Turns),
@@ -594,7 +648,7 @@ func checks(rep Report) []string {
 		out = append(out, fmt.Sprintf("info  without warm-up: first image TTFT %.2f s vs later %.2f s (ratio %.2f)",
 			ctl.Turns[0].TTFTSeconds, ctl.Turns[1].TTFTSeconds, ctl.Turns[0].TTFTSeconds/max(ctl.Turns[1].TTFTSeconds, 1e-9)))
 	}
-	return append(out, tpsChecks(main)...)
+	return append(append(out, tpsChecks(main)...), concurrentChecks(main)...)
 }
 
 // tpsChecks compares visor's streamed tokens/s with the raw read's two ways, both held to 0.99: the ratio of the
