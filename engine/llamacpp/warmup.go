@@ -28,7 +28,7 @@ const warmupPromptChars = 6000
 // long-ish prompt, so that the GPU backend compiles its pipelines now and not on the user's first screenshot or
 // first long prompt: on Vulkan the first image after an install waited 56 s for its first token, every later one
 // about 2 s (docs/engine-notes.md §9). report hears what is being warmed and how long it took; it may be nil. Warmup
-// changes nothing the user sees later: its requests are not cached for reuse and generate one token each.
+// changes nothing the user sees later: its requests are not cached for reuse and generate a few tokens each.
 func Warmup(ctx context.Context, c *engine.Client, props Props, report func(string)) (WarmupStats, error) {
 	var st WarmupStats
 	if report == nil {
@@ -50,20 +50,42 @@ func Warmup(ctx context.Context, c *engine.Client, props Props, report func(stri
 		st.Image = time.Since(t)
 		report(fmt.Sprintf("warming up the GPU: image done in %s", st.Image.Round(100*time.Millisecond)))
 	}
-	report("warming up the GPU: first long prompt …")
+	report("warming up the GPU: first long prompt and turns of every size …")
 	t := time.Now()
-	n := warmupPromptChars
+	limit := warmupPromptChars
 	if props.NCtx > 0 {
 		// A token is at least one character for any tokenizer visor meets; keep the prompt within half the window.
-		n = min(n, props.NCtx/2)
+		limit = min(limit, props.NCtx/2)
 	}
-	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: warmupText(n)}
-	var err error
-	if st.PromptTokens, err = warmupRequest(ctx, c, msg); err != nil {
-		return st, fmt.Errorf("llamacpp: warm-up prompt: %w", err)
+	// The GPU backend picks kernels by batch size (matrix-vector up to 8 columns, then small, medium and large
+	// tiles, each with its own MoE variant), and a server with a hybrid model cuts a prompt at message
+	// boundaries, so a first turn with a system prompt and some history runs batches of sizes no single long
+	// prompt does: on the H200 a first turn after a warm-up of one image and one long prompt still spent 13 s
+	// compiling in its first text batches. So the warm-up sends a conversation shaped like a turn and prompts
+	// whose lengths double from a few tokens to the long one, each generating a few tokens, which also compiles
+	// decoding and speculative drafting.
+	convo := []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: "You are a helpful assistant."},
+		{Role: openai.ChatMessageRoleUser, Content: "hello"},
+		{Role: openai.ChatMessageRoleAssistant, Content: "Hi! How can I help?"},
+		{Role: openai.ChatMessageRoleUser, Content: warmupText(min(limit, 96))},
+	}
+	if _, err := warmupRequest(ctx, c, convo...); err != nil {
+		return st, fmt.Errorf("llamacpp: warm-up turn: %w", err)
+	}
+	for n := 12; ; n *= 2 {
+		n = min(n, limit)
+		tokens, err := warmupRequest(ctx, c, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: warmupText(n)})
+		if err != nil {
+			return st, fmt.Errorf("llamacpp: warm-up prompt of %d characters: %w", n, err)
+		}
+		st.PromptTokens = tokens
+		if n == limit {
+			break
+		}
 	}
 	st.Prompt = time.Since(t)
-	report(fmt.Sprintf("warming up the GPU: prompt done in %s; ready after %s", st.Prompt.Round(100*time.Millisecond),
+	report(fmt.Sprintf("warming up the GPU: prompts done in %s; ready after %s", st.Prompt.Round(100*time.Millisecond),
 		time.Since(start).Round(100*time.Millisecond)))
 	return st, nil
 }
@@ -79,11 +101,14 @@ type WarmupStats struct {
 	ImagePromptTokens, PromptTokens int
 }
 
-func warmupRequest(ctx context.Context, c *engine.Client, msg openai.ChatCompletionMessage) (int, error) {
-	noCache, one := false, 1
+// warmupTokens is what each warm-up request generates: enough for decoding and a speculative draft to run.
+const warmupTokens = 4
+
+func warmupRequest(ctx context.Context, c *engine.Client, msgs ...openai.ChatCompletionMessage) (int, error) {
+	noCache, n := false, warmupTokens
 	r, err := c.Chat(ctx, engine.Request{
-		ChatCompletionRequest: openai.ChatCompletionRequest{Messages: []openai.ChatCompletionMessage{msg}, MaxTokens: 1},
-		Extra:                 engine.Extra{CachePrompt: &noCache, NPredict: &one},
+		ChatCompletionRequest: openai.ChatCompletionRequest{Messages: msgs, MaxTokens: n},
+		Extra:                 engine.Extra{CachePrompt: &noCache, NPredict: &n},
 	})
 	return r.Usage.PromptTokens, err
 }

@@ -33,7 +33,7 @@ func TestWarmup(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(steps, "\n")
-	for _, want := range []string{"first image encode", "image done in", "first long prompt", "ready after"} {
+	for _, want := range []string{"first image encode", "image done in", "first long prompt", "prompts done in", "ready after"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
