@@ -61,7 +61,6 @@ func Start(ctx context.Context, base llamacpp.Config, r vram.Result, report func
 			}
 		}
 	}
-	attempts = withOffloadedThreads(base, attempts, OffloadedThreads(machineThreads()))
 	s, a, err := llamacpp.StartPlanned(ctx, base, attempts, report)
 	if err != nil {
 		return nil, a, fmt.Errorf("launch: %w", err)
