@@ -151,6 +151,8 @@ const (
 	EngineSwap  EngineEventKind = "swap"
 	// EnginePrefill is an ahead-of-time evaluation (attached images encoded before the question).
 	EnginePrefill EngineEventKind = "prefill"
+	// EnginePrefillFailed is a prefill that failed: the request after it evaluated the images itself.
+	EnginePrefillFailed EngineEventKind = "prefill_failed"
 	// EngineDecision is one of the ahead-of-time scheduler's actions, with its reason.
 	EngineDecision      EngineEventKind = "decision"
 	EngineProfileChange EngineEventKind = "profile_change"
