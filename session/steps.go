@@ -17,8 +17,9 @@ type Step struct {
 // Steps sends steps one after another in this session, each as a Turn, and stops at the first that fails. Every
 // step's images are known from the start, so each next step's are queued as the next message's attachments
 // while the step before it runs: the engine evaluates them (and the history before them) as soon as that step's
-// answer is in, and the next step's request evaluates only its text. emit gets each event with its step's index.
-func (s *Session) Steps(ctx context.Context, steps []Step, emit func(step int, ev agent.Event)) ([]Result, error) {
+// answer is in, and the next step's request evaluates only its text. emit gets each event with its step's index
+// (from 0), done each step's result as it ends; either may be nil.
+func (s *Session) Steps(ctx context.Context, steps []Step, emit func(step int, ev agent.Event), done func(step int, res Result)) ([]Result, error) {
 	cfg := s.svc.cfg
 	for i, st := range steps {
 		if len(st.Images) > cfg.MaxPendingImages {
@@ -53,6 +54,9 @@ func (s *Session) Steps(ctx context.Context, steps []Step, emit func(step int, e
 		}
 		res, err := s.turn(ctx, st.Text, extra, next, ev)
 		out = append(out, res)
+		if done != nil {
+			done(i, res)
+		}
 		if err != nil {
 			s.ClearAttachments()
 			return out, fmt.Errorf("step %d: %w", i+1, err)
