@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/enginetest"
@@ -197,5 +198,73 @@ func TestResumedHistoryIsPrefilled(t *testing.T) {
 	}
 	if !decided {
 		t.Errorf("the scheduler's prefill decision for the history is not stored: %+v", evs)
+	}
+}
+
+// slowAgent answers once released, and records the images of each request and prefill. It stands in for the
+// model only to hold a turn open at a chosen moment, which a real server cannot be asked to do.
+type slowAgent struct {
+	started  chan struct{} // gets a value when a turn's request is out
+	release  chan struct{}
+	mu       sync.Mutex
+	sent     []int // images per turn
+	prefills []int // images per prefill
+}
+
+func (a *slowAgent) Run(ctx context.Context, history []agent.Message, user agent.Message, emit func(agent.Event)) agent.Finished {
+	a.mu.Lock()
+	a.sent = append(a.sent, len(user.Images))
+	a.mu.Unlock()
+	a.started <- struct{}{}
+	<-a.release
+	answer := agent.Message{Role: "assistant", Content: "ok"}
+	emit(agent.StepFinished{Messages: []agent.Message{user, answer}})
+	return agent.Finished{Final: answer, Steps: 1}
+}
+
+func (a *slowAgent) Prefill(ctx context.Context, history []agent.Message, user agent.Message) (*engine.Timings, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prefills = append(a.prefills, len(user.Images))
+	return &engine.Timings{}, nil
+}
+
+// TestImageAttachedDuringATurnIsForTheNext: an image attached while a turn runs is not lost when the turn ends
+// (it used to be dropped with the turn's own) and not sent mid-turn: it is the next message's, prefilled as soon
+// as the turn is done.
+func TestImageAttachedDuringATurnIsForTheNext(t *testing.T) {
+	a := &slowAgent{started: make(chan struct{}, 2), release: make(chan struct{})}
+	svc := testkit.FakeService(t, a, nil)
+	ctx := context.Background()
+	sess, err := svc.Open(ctx, session.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sess.Turn(ctx, "first", nil, nil)
+		done <- err
+	}()
+	<-a.started
+	if _, err := sess.Attach(ctx, testkit.PNG(t, 8, 8)); err != nil {
+		t.Fatal(err)
+	}
+	close(a.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.WaitAhead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sess.Pending() != 1 {
+		t.Fatalf("%d images pending after the turn, want the one attached during it", sess.Pending())
+	}
+	if _, err := sess.Turn(ctx, "second", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.sent) != 2 || a.sent[0] != 0 || a.sent[1] != 1 || len(a.prefills) != 1 || a.prefills[0] != 1 {
+		t.Fatalf("images per turn %v, per prefill %v; want [0 1] and one prefill of the attached image after the first turn", a.sent, a.prefills)
 	}
 }
