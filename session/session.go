@@ -390,6 +390,18 @@ func (s *Service) recordPrefillFailed(id string, images int, took time.Duration,
 	}
 }
 
+// recordPrefillWait keeps how long a request waited for a running prefill, so `visor stats` tells the hidden part
+// of the prefill from the exposed one.
+func (s *Service) recordPrefillWait(id string, waited time.Duration) {
+	if s.cfg.Store == nil {
+		return
+	}
+	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
+		Kind: memory.EnginePrefillWait, Duration: waited}); err != nil {
+		s.cfg.Logger.Warn("record prefill wait", "session", id, "err", err)
+	}
+}
+
 // relauncher is an engine that can start again in another profile; *conductor.Conductor is one.
 type relauncher interface {
 	Relaunch(ctx context.Context, mode string) (conductor.Ready, error)

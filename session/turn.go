@@ -445,8 +445,16 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 			s.rewarmLocked(ctx)
 		}
 	}()
+	s.mu.Lock()
+	running := s.prefill != nil
+	s.mu.Unlock()
+	waitStart := time.Now()
 	if err := s.waitPrefill(ctx); err != nil {
 		return Result{SessionID: s.id}, err
+	}
+	if running {
+		// The request waits for the prefill's end: that part of its time is exposed, not hidden.
+		svc.recordPrefillWait(s.id, time.Since(waitStart))
 	}
 	s.mu.Lock()
 	taken := len(s.pending)

@@ -94,7 +94,8 @@ func TestRunStepsPrefillsTheNextStepsImages(t *testing.T) {
 		}
 	}
 	stats, _, err := visor(t, "stats", ss[0].ID, "--db", db)
-	if err != nil || strings.Count(stats, "(hidden)") != 2 {
+	t.Logf("visor stats:\n%s", stats)
+	if err != nil || strings.Count(stats, "hidden") != 2 {
 		t.Errorf("visor stats does not show the two prefills: %v\n%s", err, stats)
 	}
 
