@@ -151,6 +151,10 @@ const (
 	EngineSwap  EngineEventKind = "swap"
 	// EnginePrefill is an ahead-of-time evaluation (attached images encoded before the question).
 	EnginePrefill EngineEventKind = "prefill"
+	// EnginePrefillFailed is a prefill that failed: the request after it evaluated the images itself.
+	EnginePrefillFailed EngineEventKind = "prefill_failed"
+	// EnginePrefillWait is how long a request waited for a prefill still running: the part of it not hidden.
+	EnginePrefillWait EngineEventKind = "prefill_wait"
 	// EngineDecision is one of the ahead-of-time scheduler's actions, with its reason.
 	EngineDecision      EngineEventKind = "decision"
 	EngineProfileChange EngineEventKind = "profile_change"

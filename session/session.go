@@ -246,8 +246,13 @@ func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", full, err)
 	}
-	sess := &Session{svc: s, id: full, title: meta.Title, history: agent.Resumable(msgs)}
-	return s.register(sess), nil
+	sess := s.register(&Session{svc: s, id: full, title: meta.Title, history: agent.Resumable(msgs), used: time.Now()})
+	// The next request carries the history's images, which a new engine launch has not evaluated: do it now,
+	// while the user reads and types.
+	sess.mu.Lock()
+	sess.rewarmLocked(ctx)
+	sess.mu.Unlock()
+	return sess, nil
 }
 
 // Fork branches a stored session at message at (0: its last message) into a new session sharing the history,
@@ -284,6 +289,9 @@ func (s *Service) register(sess *Session) *Session {
 // RecordEngineEvent stores an engine event in every open stored session, so each shows what the server did
 // while it ran (starts, crashes, restarts, relaunches). Conductor.OnEvent calls it.
 func (s *Service) RecordEngineEvent(ev conductor.Event) {
+	if ev.Kind == conductor.EventReady {
+		s.rewarm()
+	}
 	if s.cfg.Store == nil {
 		return
 	}
@@ -316,6 +324,33 @@ func (s *Service) RecordEngineEvent(ev conductor.Event) {
 	}
 }
 
+// rewarm has a new engine launch, whose cache is empty, evaluate the history of the session used last, when it
+// holds images, before its next message. Only that one: with one slot, warming several would evict each other.
+func (s *Service) rewarm() {
+	s.mu.Lock()
+	list := make([]*Session, 0, len(s.open))
+	for _, sess := range s.open {
+		list = append(list, sess)
+	}
+	s.mu.Unlock() // a session's lock is taken before the service's, never inside it
+	var last *Session
+	var lastUsed time.Time
+	for _, sess := range list {
+		sess.mu.Lock()
+		used, images := sess.used, countImages(sess.history)
+		sess.mu.Unlock()
+		if images > 0 && (last == nil || used.After(lastUsed)) {
+			last, lastUsed = sess, used
+		}
+	}
+	if last == nil {
+		return
+	}
+	last.mu.Lock()
+	defer last.mu.Unlock()
+	last.rewarmLocked(context.Background())
+}
+
 func (s *Service) touch(id string) {
 	if s.cfg.Store == nil {
 		return
@@ -339,6 +374,31 @@ func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *e
 	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
 		Kind: memory.EnginePrefill, Duration: took, Detail: b}); err != nil {
 		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
+	}
+}
+
+// recordPrefillFailed keeps a prefill that failed as an engine event: the request after it evaluated the images
+// itself, which is no error of the turn.
+func (s *Service) recordPrefillFailed(id string, images int, took time.Duration, err error) {
+	if s.cfg.Store == nil {
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"images": images, "failed": err.Error(), "took_ms": took.Milliseconds()})
+	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
+		Kind: memory.EnginePrefillFailed, Detail: b}); err != nil {
+		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
+	}
+}
+
+// recordPrefillWait keeps how long a request waited for a running prefill, so `visor stats` tells the hidden part
+// of the prefill from the exposed one.
+func (s *Service) recordPrefillWait(id string, waited time.Duration) {
+	if s.cfg.Store == nil {
+		return
+	}
+	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
+		Kind: memory.EnginePrefillWait, Duration: waited}); err != nil {
+		s.cfg.Logger.Warn("record prefill wait", "session", id, "err", err)
 	}
 }
 

@@ -31,14 +31,21 @@ type Session struct {
 	mu         sync.Mutex // guards the fields below
 	history    []agent.Message
 	pending    []tools.Image
+	pendingAt  []time.Time // when each pending image became known
 	pendBytes  int64
 	knownSince time.Time
 	prefilled  int
-	prefill    chan struct{} // closed when the latest prefill ended
-	turns      int
-	records    []swap.StepRecord // finished steps, for the scheduler
-	busy       bool
-	queued     int
+	prefill    chan struct{} // closed when the running prefill chain ended; nil when none runs
+	// warmGen and warmLen say the engine launch (conductor generation) whose cache holds history[:warmLen];
+	// warmGen 0: no launch of this process has evaluated it (a resumed session). triedGen and triedLen mark a
+	// history prefill already tried, so a failed or declined one is not tried again in a loop.
+	warmGen, warmLen   int
+	triedGen, triedLen int
+	used               time.Time // last opened or answered: after a restart the engine re-warms this session first
+	turns              int
+	records            []swap.StepRecord // finished steps, for the scheduler
+	busy               bool
+	queued             int
 }
 
 // ID is the session's id (a stored session's, or a process-local one without a store).
@@ -61,7 +68,7 @@ func (s *Session) Pending() int {
 // Close releases the session; the last Close of a session forgets its in-memory state (a stored session can be
 // opened again).
 func (s *Session) Close() {
-	s.waitPrefill()
+	_ = s.waitPrefill(context.Background())
 	svc := s.svc
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
@@ -92,7 +99,8 @@ func (s *Service) CheckImage(data []byte) (tools.Image, error) {
 // encode (and an engine's MTP↔vision swap) happens while the user is still typing. At most one prefill per
 // session runs: images attached meanwhile are taken by one more prefill after it, so a burst of N attachments
 // costs two requests, not N. (Each request carries the images before the new ones, since a prompt is sent whole;
-// the server's cache keeps those from being encoded again.)
+// the server's cache keeps those from being encoded again.) An image attached while a turn runs is for the
+// message after it: it is prefilled as soon as that turn's answer is in.
 func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) {
 	im, err := s.CheckImage(data)
 	if err != nil {
@@ -111,33 +119,85 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 		return im, fmt.Errorf("%w: this conversation already holds %s of images and this one would pass its %s limit "+
 			"(every image stays in the conversation): start a new session", ErrLimit, size(held), size(cfg.MaxSessionImageBytes))
 	}
+	s.queueLocked([]tools.Image{im})
+	if s.canPrefillLocked() && s.aheadLocked() {
+		s.startAheadLocked(ctx)
+	}
+	return im, nil
+}
+
+// queueLocked adds images to the next message.
+func (s *Session) queueLocked(ims []tools.Image) {
+	if len(ims) == 0 {
+		return
+	}
 	if len(s.pending) == 0 {
 		s.knownSince = time.Now()
 	}
-	s.pending = append(s.pending, im)
-	s.pendBytes += int64(len(im.Data))
-	if !cfg.NoPrefill && s.prefill == nil && s.aheadLocked() {
-		done := make(chan struct{})
-		s.prefill = done
-		go s.prefillChain(context.WithoutCancel(ctx), done)
+	for _, im := range ims {
+		s.pending = append(s.pending, im)
+		s.pendingAt = append(s.pendingAt, time.Now())
+		s.pendBytes += int64(len(im.Data))
 	}
-	return im, nil
+}
+
+// canPrefillLocked says whether a prefill chain may start now: prefill is on, none runs, and no turn runs (the
+// turn's own requests fill the cache; it starts the chain at its end when something is left to do ahead).
+func (s *Session) canPrefillLocked() bool {
+	return !s.svc.cfg.NoPrefill && s.prefill == nil && !s.busy
+}
+
+// startAheadLocked starts the prefill chain; the caller checked canPrefillLocked.
+func (s *Session) startAheadLocked(ctx context.Context) {
+	done := make(chan struct{})
+	s.prefill = done
+	go s.ahead(context.WithoutCancel(ctx), done)
+}
+
+// rewarmLocked starts the prefill chain for a history that holds images the engine may not have cached (a
+// resumed session, or one whose engine restarted): the chain itself checks the engine's launch generation.
+func (s *Session) rewarmLocked(ctx context.Context) {
+	if s.canPrefillLocked() && countImages(s.history) > 0 {
+		s.startAheadLocked(ctx)
+	}
 }
 
 // aheadLocked asks the scheduler what to do now that the lookahead changed, and reports whether to prefill the
 // pending images. Called with s.mu held. Without a scheduler every attached image is prefilled at once.
 func (s *Session) aheadLocked() bool {
-	sched := s.svc.cfg.Scheduler
-	if sched == nil {
+	if s.svc.cfg.Scheduler == nil {
 		return true
 	}
-	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
-		Context: contextOf(s.history), History: s.records, LastRelaunch: -1}
+	var obs []swap.PendingImage
 	for i, im := range s.pending {
-		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: time.Since(s.svc.started)})
+		obs = append(obs, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: s.pendingAt[i].Sub(s.svc.started)})
 	}
+	return s.planLocked(contextOf(s.history), obs)
+}
+
+// historyAheadLocked asks the scheduler whether to evaluate the history's images now: the engine's cache does
+// not hold them (a resumed session, a restarted engine), and the next request will carry them all.
+func (s *Session) historyAheadLocked() bool {
+	if s.svc.cfg.Scheduler == nil {
+		return true
+	}
+	var obs []swap.PendingImage
+	for _, m := range s.history {
+		for _, im := range m.Images {
+			// Known since the session was opened (or the engine came back): stats count the lead from there.
+			obs = append(obs, swap.PendingImage{ID: len(obs), Tokens: imageTokens(im), Known: s.used.Sub(s.svc.started)})
+		}
+	}
+	return s.planLocked(swap.Context{}, obs)
+}
+
+// planLocked runs the scheduler on what the next request will carry and carries out its actions but the
+// prefill, which it reports for the caller to start.
+func (s *Session) planLocked(cached swap.Context, pending []swap.PendingImage) bool {
+	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
+		Context: cached, History: s.records, LastRelaunch: -1, Pending: pending}
 	prefill := false
-	for _, a := range sched.Plan(obs) {
+	for _, a := range s.svc.cfg.Scheduler.Plan(obs) {
 		carried := "yes"
 		switch a.Kind {
 		case swap.ActPrefill:
@@ -177,41 +237,103 @@ func imageTokens(im tools.Image) int {
 	return swap.ImageTokens(cfg.Width, cfg.Height)
 }
 
-// prefillChain evaluates the pending images until it has caught up with them.
-func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
+// historyPrefiller evaluates the shared prefix of a conversation's next request; *agent.Agent is one.
+type historyPrefiller interface {
+	PrefillHistory(ctx context.Context, history []agent.Message) (*engine.Timings, error)
+}
+
+// ahead is the session's one prefill chain: it evaluates what the next request will carry until it has caught
+// up — the attached images (with the history before them), else a history with images that the engine's
+// current launch has not evaluated. A failed prefill is logged and kept as an engine event; the turn then
+// evaluates the images itself.
+func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	sent := 0
+	sent, sentGen := 0, 0
 	for {
+		r, p, err := s.svc.ready(ctx, false)
 		s.mu.Lock()
-		if len(s.pending) == sent || len(s.pending) == 0 {
+		if err != nil {
+			s.prefill = nil
+			s.mu.Unlock()
+			s.svc.cfg.Logger.Warn("prefill: the engine is not ready; the images will be encoded with the next request", "err", err)
+			return
+		}
+		history := append([]agent.Message(nil), s.history...)
+		var user *agent.Message
+		switch {
+		case len(s.pending) > 0 && (len(s.pending) != sent || sentGen != r.Generation):
+			sent, sentGen = len(s.pending), r.Generation
+			user = &agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
+		case len(s.pending) == 0 && countImages(history) > 0 && (s.warmGen != r.Generation || s.warmLen != len(history)) &&
+			(s.triedGen != r.Generation || s.triedLen != len(history)):
+			s.triedGen, s.triedLen = r.Generation, len(history)
+			if !s.historyAheadLocked() {
+				s.prefill = nil
+				s.mu.Unlock()
+				return
+			}
+		default:
 			s.prefill = nil
 			s.mu.Unlock()
 			return
 		}
-		sent = len(s.pending)
-		history := append([]agent.Message(nil), s.history...)
-		user := agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
 		s.mu.Unlock()
-		r, p, err := s.svc.ready(ctx, false)
+		images := countImages(history) // a history prefill encodes them all; an attachment's, only the new ones
+		if user != nil {
+			images = len(user.Images)
+		}
+		start := time.Now()
+		var tm *engine.Timings
+		a, err := s.svc.build(r, p)
 		if err == nil {
-			var a Agent
-			if a, err = s.svc.build(r, p); err == nil {
-				start := time.Now()
-				var tm *engine.Timings
-				if tm, err = a.Prefill(ctx, history, user); err == nil {
-					s.mu.Lock()
-					s.prefilled = len(user.Images)
-					s.mu.Unlock()
-					took := time.Since(start)
-					s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", took)
-					s.svc.recordPrefill(s.id, len(user.Images), took, tm)
-				}
+			if user != nil {
+				tm, err = a.Prefill(ctx, history, *user)
+			} else if hp, ok := a.(historyPrefiller); ok {
+				tm, err = hp.PrefillHistory(ctx, history)
+			} else {
+				err = agent.ErrNoPrefill
 			}
 		}
+		took := time.Since(start)
 		if err != nil {
-			s.svc.cfg.Logger.Warn("prefill failed; the images will be encoded with the question", "err", err)
+			s.svc.cfg.Logger.Warn("prefill failed; the images will be encoded with the next request", "session", s.id, "err", err)
+			s.svc.recordPrefillFailed(s.id, images, took, err)
+			continue
 		}
+		s.mu.Lock()
+		if user != nil {
+			s.prefilled = len(user.Images)
+		}
+		s.warmGen, s.warmLen = r.Generation, len(history)
+		s.mu.Unlock()
+		s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", images, "history", user == nil, "took", took)
+		s.svc.recordPrefill(s.id, images, took, tm)
 	}
+}
+
+// WaitAhead waits until the session's background prefill (attached images, a resumed history) has ended, or ctx
+// is done. A turn does not need it: it waits for a running prefill itself, since the prefill's work is its own.
+func (s *Session) WaitAhead(ctx context.Context) error {
+	s.mu.Lock()
+	p := s.prefill
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func countImages(msgs []agent.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Images)
+	}
+	return n
 }
 
 func size(n int64) string {
@@ -233,20 +355,27 @@ func imageBytes(msgs []agent.Message) int64 {
 
 // ClearAttachments drops the images attached for the next message.
 func (s *Session) ClearAttachments() {
-	s.waitPrefill()
+	_ = s.waitPrefill(context.Background())
 	s.mu.Lock()
-	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+	s.pending, s.pendingAt, s.pendBytes, s.prefilled = nil, nil, 0, 0
 	s.mu.Unlock()
 }
 
-func (s *Session) waitPrefill() {
-	s.mu.Lock()
-	p := s.prefill
-	s.mu.Unlock()
-	if p != nil {
-		<-p
+// dropSentLocked removes the first n attachments, which a turn took; any attached since are the next message's.
+func (s *Session) dropSentLocked(n int) {
+	n = min(n, len(s.pending))
+	s.pending = append([]tools.Image(nil), s.pending[n:]...)
+	s.pendingAt = append([]time.Time(nil), s.pendingAt[n:]...)
+	s.pendBytes, s.prefilled = 0, 0
+	for _, im := range s.pending {
+		s.pendBytes += int64(len(im.Data))
+	}
+	if len(s.pendingAt) > 0 {
+		s.knownSince = s.pendingAt[0]
 	}
 }
+
+func (s *Session) waitPrefill(ctx context.Context) error { return s.WaitAhead(ctx) }
 
 func (s *Session) lookahead() SessionLookahead {
 	s.mu.Lock()
@@ -268,6 +397,13 @@ type Result struct {
 // taken here) and runs the agent until it answers. Events stream to emit, one at a time. A failed turn returns
 // an error wrapping ErrNoVision, ErrRejected, ErrEngineCrashed or the engine's error; the session stays usable.
 func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, emit func(agent.Event)) (Result, error) {
+	return s.turn(ctx, text, extra, nil, emit)
+}
+
+// turn is Turn; next are images the message after this one carries, known now: they are queued as that
+// message's attachments once this turn's own are taken, so the engine evaluates them as soon as this turn's
+// answer is in.
+func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Image, emit func(agent.Event)) (Result, error) {
 	if emit == nil {
 		emit = func(agent.Event) {}
 	}
@@ -289,18 +425,43 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 		return Result{SessionID: s.id}, ctx.Err()
 	}
 	defer func() { <-s.lock }()
-	s.waitPrefill()
+	// Busy first, so nothing starts another prefill; then wait for the running one, whose work this turn's
+	// request reuses (a request sent beside it would evaluate the same prefix again).
 	s.mu.Lock()
 	s.queued--
 	s.busy = true
-	user := agent.Message{Role: "user", Content: text, Images: append(append([]tools.Image(nil), s.pending...), extra...)}
-	history := append([]agent.Message(nil), s.history...)
 	s.mu.Unlock()
+	crashed := false
 	defer func() {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.busy = false
-		s.mu.Unlock()
+		s.used = time.Now()
+		// What the next request carries and the cache lacks: images queued for it, or, after the engine
+		// restarted under this turn, the whole history.
+		if len(s.pending) > 0 && s.canPrefillLocked() && s.aheadLocked() {
+			s.startAheadLocked(ctx)
+		} else if crashed {
+			s.rewarmLocked(ctx)
+		}
 	}()
+	s.mu.Lock()
+	running := s.prefill != nil
+	s.mu.Unlock()
+	waitStart := time.Now()
+	if err := s.waitPrefill(ctx); err != nil {
+		return Result{SessionID: s.id}, err
+	}
+	if running {
+		// The request waits for the prefill's end: that part of its time is exposed, not hidden.
+		svc.recordPrefillWait(s.id, time.Since(waitStart))
+	}
+	s.mu.Lock()
+	taken := len(s.pending)
+	user := agent.Message{Role: "user", Content: text, Images: append(append([]tools.Image(nil), s.pending...), extra...)}
+	history := append([]agent.Message(nil), s.history...)
+	s.queueLocked(next)
+	s.mu.Unlock()
 
 	// Recover, not EnsureReady: a server that died while the user was typing is found (one /health request) and
 	// brought back before the message goes out, instead of failing the turn.
@@ -338,7 +499,7 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 				storeErr = errors.Join(storeErr, svc.cfg.Store.MarkRejected(context.WithoutCancel(ctx), sessionID))
 			}
 			s.mu.Lock()
-			s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+			s.dropSentLocked(taken)
 			s.mu.Unlock()
 			return res, errors.Join(fmt.Errorf("%w: %v; the turn is kept but will not be sent again", ErrRejected, f.Err), storeErr)
 		}
@@ -350,19 +511,26 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 		}
 		if back.Generation != r.Generation {
 			emit(agent.Notice{Text: "the engine crashed and was restarted: send the message again"})
-			s.keep(sessionID, added)
+			crashed = true
+			s.keep(sessionID, added, taken, 0)
 			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
 		}
 	}
-	s.keep(sessionID, added)
+	gen := 0 // the cache holds this history only when the turn ended well
+	if f.Err == nil {
+		gen = r.Generation
+	}
+	s.keep(sessionID, added, taken, gen)
 	if f.Err != nil {
 		return res, errors.Join(f.Err, storeErr)
 	}
 	return res, storeErr
 }
 
-// keep appends a turn's messages to the in-memory history and moves the session to where it was stored.
-func (s *Session) keep(sessionID string, added []agent.Message) {
+// keep appends a turn's messages to the in-memory history, drops the taken attachments (those queued since stay
+// for the next message) and moves the session to where it was stored. gen is the engine launch whose cache now
+// holds the history, 0 when unknown.
+func (s *Session) keep(sessionID string, added []agent.Message, taken, gen int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.history = append(s.history, added...)
@@ -375,7 +543,10 @@ func (s *Session) keep(sessionID string, added []agent.Message) {
 			s.records = append(s.records, r)
 		}
 	}
-	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+	s.dropSentLocked(taken)
+	if gen != 0 {
+		s.warmGen, s.warmLen = gen, len(s.history)
+	}
 	if sessionID != s.id {
 		svc := s.svc
 		svc.touch(sessionID)

@@ -1,7 +1,8 @@
 // Package agentfile reads agent definitions from YAML: which model or endpoint, the system prompt, the tools and
 // MCP servers, and the loop's limits. It validates strictly (unknown keys, conflicting or missing settings are
 // errors in the form `file:line:col: problem — fix`), publishes its JSON Schema (Schema, generated from Spec),
-// and resolves relative paths against the file's folder. A file may leave the model out: the command line or
+// and resolves relative paths against the file's folder. Load also takes the steps' images through the image
+// policy (package images), so a bad one is refused with its line before any model loads. A file may leave the model out: the command line or
 // the config file then names it. It does not start anything.
 package agentfile
 
@@ -21,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/redact"
 	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/internal/yamlcheck"
@@ -35,6 +37,8 @@ type Spec struct {
 	System      string `yaml:"system" jsonschema_description:"The system prompt."`
 	// Prompt is a default user message, used when the command line gives none.
 	Prompt string `yaml:"prompt" jsonschema_description:"The user message when the command line gives none."`
+	// Steps are user messages sent one after another in one session, when the command line gives no prompt.
+	Steps []Step `yaml:"steps" jsonschema_description:"User messages sent one after another in one session when the command line gives no prompt; each next step's images are evaluated ahead."`
 
 	Tools      []string `yaml:"tools" jsonschema:"uniqueItems=true" jsonschema_description:"Built-in tools: list_dir, read_file, search_files, view_image, write_file, fetch_url, run_shell, session_search."`
 	Workspace  string   `yaml:"workspace" jsonschema_description:"Folder the file tools are confined to, relative to this file (default: the file's folder)."`
@@ -72,6 +76,13 @@ type Model struct {
 	ServerArgs []string `yaml:"server_args" jsonschema_description:"Extra llama-server arguments, one list item each."`
 }
 
+// Step is one user message of Steps: its text and the images it carries.
+type Step struct {
+	Prompt string `yaml:"prompt" jsonschema:"required" jsonschema_description:"The step's user message."`
+	// Images are file paths, resolved against the agent file's folder; Load checks each under the image policy.
+	Images []string `yaml:"images" jsonschema_description:"Image files (PNG, JPEG, GIF or BMP) the message carries, relative to this file."`
+}
+
 // MCPServer is an MCP server whose tools the agent may call: a command run over stdio, or a URL.
 type MCPServer struct {
 	Name    string            `yaml:"name" jsonschema:"required,pattern=^[a-zA-Z0-9_-]+$,maxLength=64" jsonschema_description:"Prefix of the server's tool names."`
@@ -96,7 +107,7 @@ const SchemaID = "https://github.com/visorhq/visor/schema/agent.schema.json"
 type pos struct{ line, col int }
 
 // problemAt makes the error for msg at p. Messages read "problem: fix"; the last ": " outside backticks and
-// parentheses splits them into the two halves of `problem — fix`.
+// brackets splits them into the two halves of `problem — fix`.
 func problemAt(path string, p pos, msg string) error {
 	problem, fix := msg, ""
 	tick, depth := false, 0
@@ -104,9 +115,9 @@ func problemAt(path string, p pos, msg string) error {
 		switch msg[i] {
 		case '`':
 			tick = !tick
-		case ')':
+		case ')', ']', '}':
 			depth++
-		case '(':
+		case '(', '[', '{':
 			depth--
 		}
 		if !tick && depth == 0 && msg[i] == ':' && i+1 < len(msg) && msg[i+1] == ' ' {
@@ -176,6 +187,11 @@ func Parse(data []byte, path string) (Spec, error) {
 		s.Workspace = "."
 	}
 	s.Workspace = resolve(dir, s.Workspace)
+	for i := range s.Steps {
+		for j, im := range s.Steps[i].Images {
+			s.Steps[i].Images[j] = resolve(dir, im)
+		}
+	}
 	return s, nil
 }
 
@@ -205,7 +221,7 @@ var (
 var typeFix = map[string]string{
 	"int": "a whole number", "float32": "a number", "bool": "true or false", "string": "text",
 	"[]string": "a list, e.g. [a, b]", "[]agentfile.MCPServer": "a list of servers, e.g. [{name: fs, command: [mcp-fs]}]",
-	"agentfile.Model": "a mapping, e.g. {path: model.gguf}", "map[string]string": "a mapping, e.g. {KEY: value}",
+	"agentfile.Model": "a mapping, e.g. {path: model.gguf}", "[]agentfile.Step": "a list of steps, e.g. [{prompt: what changed?, images: [shot.png]}]", "map[string]string": "a mapping, e.g. {KEY: value}",
 }
 
 // yamlError turns yaml.v3's messages into path:line: form, one per problem, with the fix for an unknown key
@@ -323,6 +339,7 @@ var knownKeys = map[string][]string{
 	"Spec":      yamlKeys(reflect.TypeFor[Spec]()),
 	"Model":     yamlKeys(reflect.TypeFor[Model]()),
 	"MCPServer": yamlKeys(reflect.TypeFor[MCPServer]()),
+	"Step":      yamlKeys(reflect.TypeFor[Step]()),
 }
 
 func yamlKeys(t reflect.Type) []string {
@@ -507,6 +524,19 @@ func (s *Spec) check(l lines) error {
 		}
 		return bad(line, "%v", err)
 	}
+	if len(s.Steps) > 0 && s.Prompt != "" {
+		return bad(l.key("prompt"), "prompt and steps are both set: keep steps (its first prompt is the first message), or prompt alone")
+	}
+	for i, st := range s.Steps {
+		if strings.TrimSpace(st.Prompt) == "" {
+			return bad(l.key("steps", i), "step %d has no prompt: give each step `prompt: …` (the message it sends)", i+1)
+		}
+		for j, im := range st.Images {
+			if strings.TrimSpace(im) == "" {
+				return bad(l.key("steps", i, "images", j), "step %d: image %d is empty: give the image file's path, relative to this file", i+1, j+1)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for i, srv := range s.MCP {
 		line := l.key("mcp", i)
@@ -553,6 +583,19 @@ func (s *Spec) checkDisk(data []byte) error {
 				return bad(l.key("model", f.key), "model.%s %s does not exist: fix the path (relative paths are relative to the agent file)", f.key, f.path)
 			}
 			return bad(l.key("model", f.key), "model.%s: %v", f.key, err)
+		}
+	}
+	// Each step's images go through the image policy now, so a bad one fails before any model loads. The
+	// limits are the defaults: a front end with tighter ones checks again when it reads them.
+	for i, st := range s.Steps {
+		for j, im := range st.Images {
+			at := l.key("steps", i, "images", j)
+			if _, err := safefile.Check(im); errors.Is(err, fs.ErrNotExist) {
+				return bad(at, "step %d: image %s does not exist: fix the path (relative paths are relative to the agent file)", i+1, im)
+			}
+			if _, err := (images.Limits{}).ReadFile(im); err != nil {
+				return bad(at, "step %d: image %s: %v", i+1, im, err)
+			}
 		}
 	}
 	return nil

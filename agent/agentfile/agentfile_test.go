@@ -1,7 +1,10 @@
 package agentfile_test
 
 import (
+	"bytes"
 	"errors"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,5 +179,58 @@ func TestSchemaIsPublished(t *testing.T) {
 	pub, err := os.ReadFile(path)
 	if err != nil || string(pub) != string(b) {
 		t.Fatalf("%s is not the schema generated from agentfile.Spec (err %v): run VISOR_UPDATE_SCHEMA=1 go test ./config ./agent/agentfile", path, err)
+	}
+}
+
+// TestStepsAreValidatedAndTheirImagesTakenIn: steps resolve their images against the file, and every mistake in
+// them — a missing prompt, a typo, a missing or truncated image — is refused at load with its line, its step and
+// the fix, before anything starts.
+func TestStepsAreValidatedAndTheirImagesTakenIn(t *testing.T) {
+	dir := t.TempDir()
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("shots/a.png", b.Bytes())
+	write("shots/cut.png", b.Bytes()[:b.Len()/2])
+	write("notes.txt", []byte("not an image"))
+	head := "name: a\nmodel: {endpoint: http://x}\n"
+	s, err := agentfile.Load(write("ok.yaml", []byte(head+"steps:\n  - prompt: look\n    images: [shots/a.png]\n  - prompt: and now?\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Steps) != 2 || s.Steps[0].Images[0] != filepath.Join(dir, "shots", "a.png") || s.Steps[1].Prompt != "and now?" {
+		t.Fatalf("steps %+v", s.Steps)
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"no prompt", "steps:\n  - images: [shots/a.png]\n", ":4:5: step 1 has no prompt — give each step `prompt: …`"},
+		{"prompt and steps", "prompt: hi\nsteps:\n  - prompt: look\n", ":3:1: prompt and steps are both set — keep steps"},
+		{"typo", "steps:\n  - prompt: look\n    imgaes: [a.png]\n", ":5:5: unknown key imgaes — did you mean images?"},
+		{"wrong type", "steps: look\n", ":3:1: steps is `look` — write a list of steps"},
+		{"missing image", "steps:\n  - prompt: one\n  - prompt: two\n    images: [shots/a.png, shots/b.png]\n",
+			":6:27: step 2: image " + filepath.Join(dir, "shots", "b.png") + " does not exist — fix the path"},
+		{"truncated image", "steps:\n  - prompt: look\n    images:\n      - shots/cut.png\n",
+			":6:9: step 1: image " + filepath.Join(dir, "shots", "cut.png") + ": image is corrupt or truncated"},
+		{"not an image", "steps:\n  - prompt: look\n    images: [notes.txt]\n", ":5:14: step 1: image " + filepath.Join(dir, "notes.txt") + ": not an image visor accepts"},
+	} {
+		path := write("bad.yaml", []byte(head+c.src))
+		_, err := agentfile.Load(path)
+		if !errors.Is(err, agentfile.ErrInvalid) || !strings.Contains(err.Error(), path+c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if c.name == "truncated image" && (err == nil || !strings.Contains(err.Error(), "re-export")) {
+			t.Errorf("the truncated image's error does not say what to do: %v", err)
+		}
 	}
 }

@@ -160,15 +160,17 @@ func intakeFit(mmproj string, logger *slog.Logger) func(w, h int) (int, int) {
 	return func(w, h int) (int, int) { return p.IntakeSize(w, h, 0) }
 }
 
-// readImage takes an image file in under the one intake policy, naming the file in every refusal.
-func (a *app) readImage(sess *session.Session, path string) (tools.Image, error) {
+// readImage takes an image file in under the one intake policy, naming it (as what, e.g. "--image x.png") in
+// every refusal. It needs no session, so images are refused before one is opened (a resumed one starts the
+// engine to evaluate its history).
+func (a *app) readImage(what, path string) (tools.Image, error) {
 	im, err := a.limits.ReadFile(expandHome(path))
 	if err != nil {
-		return tools.Image{}, fmt.Errorf("--image %s: %w", path, err)
+		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}
-	img, err := sess.CheckImage(im.Data)
+	img, err := a.svc.CheckImage(im.Data)
 	if err != nil {
-		return tools.Image{}, fmt.Errorf("--image %s: %w", path, err)
+		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return img, nil
 }

@@ -270,19 +270,19 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 		return err
 	}
 	defer a.close()
-	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: t.question})
-	if err != nil {
-		return fmt.Errorf("--session: %w", err)
-	}
-	defer sess.Close()
 	var imgs []tools.Image
 	for _, p := range t.images {
-		im, err := a.readImage(sess, p)
+		im, err := a.readImage("--image "+p, p)
 		if err != nil {
 			return err
 		}
 		imgs = append(imgs, im)
 	}
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: t.question})
+	if err != nil {
+		return fmt.Errorf("--session: %w", err)
+	}
+	defer sess.Close()
 	p := newPrinter(stdout, stderr, t.showReasoning)
 	res, err := sess.Turn(ctx, t.question, imgs, p.event)
 	p.finish(res.Finished)

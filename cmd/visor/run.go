@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 
+	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools/mcp"
 )
 
@@ -44,8 +47,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if prompt == "" {
 		prompt = spec.Prompt
 	}
-	if prompt == "" {
-		return errors.New("run: no prompt: give one after the agent file, or set `prompt:` in " + spec.Path)
+	if prompt == "" && len(spec.Steps) == 0 {
+		return errors.New("run: no prompt: give one after the agent file, or set `prompt:` or `steps:` in " + spec.Path)
 	}
 	if err := applySpec(&t, spec); err != nil {
 		return err
@@ -57,7 +60,60 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		t.engine = engineFlags{model: model, mmproj: mmproj, endpoint: endpoint, parallel: 1, plan: "auto", gpu: "auto"}
 	}
 	t.question, t.images = prompt, images
+	if prompt == "" {
+		// The file's steps, in one session; --image files go with the first.
+		t.question = spec.Steps[0].Prompt
+		return runSteps(ctx, t, spec, stdout, stderr, logger)
+	}
 	return runTurn(ctx, t, stdout, stderr, logger)
+}
+
+// runSteps sends an agent file's steps one after another through the session service, which evaluates each
+// next step's images ahead. Every image is read and checked before the engine starts.
+func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr io.Writer, logger *slog.Logger) error {
+	a, err := openApp(ctx, t, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	steps := make([]session.Step, len(spec.Steps))
+	for i, st := range spec.Steps {
+		steps[i].Text = st.Prompt
+		if i == 0 {
+			for _, p := range t.images {
+				im, err := a.readImage("--image "+p, p)
+				if err != nil {
+					return err
+				}
+				steps[i].Images = append(steps[i].Images, im)
+			}
+		}
+		for _, p := range st.Images {
+			im, err := a.readImage(fmt.Sprintf("%s: step %d: image %s", spec.Path, i+1, p), p)
+			if err != nil {
+				return err
+			}
+			steps[i].Images = append(steps[i].Images, im)
+		}
+	}
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: t.question})
+	if err != nil {
+		return fmt.Errorf("--session: %w", err)
+	}
+	defer sess.Close()
+	p := newPrinter(stdout, stderr, t.showReasoning)
+	shown := -1
+	_, err = sess.Steps(ctx, steps, func(i int, ev agent.Event) {
+		if i != shown {
+			shown = i
+			fmt.Fprintf(stderr, "step %d/%d: %s\n", i+1, len(steps), oneLine(steps[i].Text, 100))
+		}
+		p.event(ev)
+	}, func(_ int, res session.Result) { p.finish(res.Finished) })
+	if a.svc.Stored() {
+		fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", sess.ID(), shortID(sess.ID()))
+	}
+	return err
 }
 
 // applySpec turns an agent file into the same settings `visor ask` takes from flags, so both paths run one code.

@@ -81,7 +81,11 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			acc = fmt.Sprintf("%.0f%% of %d", 100*float64(s.DraftAccepted)/float64(s.DraftTokens), s.DraftTokens)
 		}
 		ahead := "—"
-		if s.PrefillTime > 0 {
+		switch {
+		case s.PrefillTime > 0 && s.PrefillWait > 0:
+			ahead = fmt.Sprintf("%s (%s hidden, %s exposed)", s.PrefillTime.Round(time.Millisecond),
+				max(s.PrefillTime-s.PrefillWait, 0).Round(time.Millisecond), min(s.PrefillWait, s.PrefillTime).Round(time.Millisecond))
+		case s.PrefillTime > 0:
 			ahead = fmt.Sprintf("%s (hidden)", s.PrefillTime.Round(time.Millisecond))
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f\t%s\n", i+1, s.PromptTokens, s.CachedTokens, s.Images, ahead,
@@ -89,7 +93,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	tw.Flush()
 	for _, e := range events {
-		if e.Kind == memory.EnginePrefill {
+		if e.Kind == memory.EnginePrefill || e.Kind == memory.EnginePrefillWait {
 			continue
 		}
 		fmt.Fprintf(stdout, "engine %s at %s (%s) %s\n", e.Kind, e.At.Format(time.TimeOnly), e.Duration.Round(time.Millisecond), e.Detail)
@@ -108,6 +112,7 @@ type statStep struct {
 	ImageSizes      [][2]int      `json:"image_sizes,omitempty"`
 	PrefillTime     time.Duration `json:"prefill_ns,omitempty"`
 	PrefillLead     time.Duration `json:"prefill_lead_ns,omitempty"`
+	PrefillWait     time.Duration `json:"prefill_wait_ns,omitempty"` // the request waited this long for a prefill to end
 	TTFT            time.Duration `json:"ttft_ns"`
 	Generated       int           `json:"generated"`
 	TokensPerSecond float64       `json:"tokens_per_second"`
@@ -147,6 +152,9 @@ func statSteps(msgs []memory.Message, events []memory.EngineEvent) []statStep {
 				cur.Wait = start.Sub(prevEnd)
 			}
 			for _, e := range events {
+				if e.Kind == memory.EnginePrefillWait && e.At.After(prevEnd) && !e.At.After(start) {
+					cur.PrefillWait += e.Duration
+				}
 				if e.Kind == memory.EnginePrefill && e.At.After(prevEnd) && !e.At.After(start) {
 					cur.PrefillTime += e.Duration
 					if lead := start.Sub(e.At.Add(-e.Duration)); lead > cur.PrefillLead {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,8 +14,9 @@ import (
 )
 
 // TestStatsAndTraceOfAChat attaches a screenshot in `visor chat` (prefilled while the question is typed), then
-// reads the session back with `visor stats`: the prefill shows as hidden encode time, and --trace gives a trace
-// that `visor simulate` replays.
+// reads the session back with `visor stats`: the prefill shows, split into the part hidden and the part the
+// question waited for (here it is sent right after the attachment), and --trace gives a trace that `visor
+// simulate` replays.
 func TestStatsAndTraceOfAChat(t *testing.T) {
 	enginetest.Binary(t)
 	dir := t.TempDir()
@@ -35,7 +37,8 @@ func TestStatsAndTraceOfAChat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	if !strings.Contains(out, "(hidden)") || !strings.Contains(out, "tokens/s") || strings.Count(out, "\n") < 4 {
+	if !regexp.MustCompile(`\d+ms \((\d+ms|0s) hidden, (\d+ms|0s) exposed\)|\d+ms \(hidden\)`).MatchString(out) ||
+		!strings.Contains(out, "tokens/s") || strings.Count(out, "\n") < 4 {
 		t.Fatalf("stats:\n%s", out)
 	}
 	out, _, err = runSafely(t, []string{"stats", "--db", db, "--trace"}, strings.NewReader(""))
