@@ -83,8 +83,11 @@ type Run struct {
 	// the server decodes both in the same batches and its own run-to-run noise is the same for both.
 	ConcVisorTPS []float64 `json:"concurrent_visor_tps,omitempty"`
 	ConcRawTPS   []float64 `json:"concurrent_raw_tps,omitempty"`
-	Placement    []string  `json:"placement_lines,omitempty"`
-	Err          string    `json:"error,omitempty"`
+	// Controls (-aa): the same alternating comparison between two identical clients, and between visor and raw
+	// again interleaved with them.
+	Controls  []string `json:"controls,omitempty"`
+	Placement []string `json:"placement_lines,omitempty"`
+	Err       string   `json:"error,omitempty"`
 }
 
 // Report is results.json.
@@ -116,6 +119,7 @@ func main() {
 	reps := flag.Int("reps", 6, "tokens/s measurements per client (pairs alternate which goes first)")
 	tpsOnly := flag.Bool("tps-only", false, "only the tokens/s part: no control run and no image turns (ballast, plan and the warm-up start stay, so the server is the one visor picks)")
 	flag.IntVar(&tpsTokens, "tps-tokens", tpsTokens, "tokens per tokens/s request")
+	flag.IntVar(&controlPairs, "aa", 0, "also measure this many alternating pairs of raw vs raw and of visor vs visor: the noise floor of the alternating comparison")
 	flag.IntVar(&concurrentPairs, "concurrent", 0, "also measure this many pairs with both clients streaming at once (visor serve then runs --parallel 2)")
 	tpsBudget := flag.Duration("tps-budget", 0, "stop the tokens/s pairs (after an even number) before they take longer than this; 0: no limit")
 	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
@@ -397,6 +401,36 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 				raw, rt.PredictedPerSecond, rt.PredictedN, rt.PredictedMS, rt.DraftNAccepted, rt.DraftN, v/raw)
 		}
 	}
+	if warm && r.Err == "" && controlPairs > 0 {
+		visor := func() (float64, error) { v, _, err := streamVisor(ctx, c); return v, err }
+		raw := func() (float64, error) { v, _, err := streamRaw(ctx, url); return v, err }
+		for _, ctl := range []struct {
+			name string
+			a, b func() (float64, error)
+		}{{"raw vs raw", raw, raw}, {"visor vs visor", visor, visor}, {"visor vs raw", visor, raw}} {
+			var pr []float64
+			for i := range controlPairs {
+				first, second := ctl.a, ctl.b
+				if i%2 == 1 {
+					first, second = second, first
+				}
+				x, err := first()
+				y, err2 := second()
+				if err = errors.Join(err, err2); err != nil {
+					r.Err = fmt.Sprintf("%s pair %d: %v", ctl.name, i, err)
+					break
+				}
+				if i%2 == 1 {
+					x, y = y, x
+				}
+				pr = append(pr, x/y)
+			}
+			lo, hi := minMax(pr)
+			r.Controls = append(r.Controls, fmt.Sprintf("%s: median pair ratio %.3f of %d alternating pairs (%.3f–%.3f)",
+				ctl.name, median(pr), len(pr), lo, hi))
+			say("run %d control %s", n, r.Controls[len(r.Controls)-1])
+		}
+	}
 	if warm && r.Err == "" {
 		for i := range concurrentPairs {
 			var v, raw float64
@@ -425,9 +459,13 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 // concurrentChecks holds the concurrent pairs to the same 0.99: there the server's noise is shared, so what is
 // left is the clients'.
 func concurrentChecks(r *Run) []string {
+	var out []string
+	for _, c := range r.Controls {
+		out = append(out, "info  control "+c)
+	}
 	n := min(len(r.ConcVisorTPS), len(r.ConcRawTPS))
 	if n == 0 {
-		return nil
+		return out
 	}
 	var pr []float64
 	for i := range n {
@@ -441,8 +479,8 @@ func concurrentChecks(r *Run) []string {
 	if len(pr) == n && median(pr) >= 0.99 && v >= 0.99*raw {
 		verdict = "PASS"
 	}
-	return []string{fmt.Sprintf("%s  concurrent pairs (one two-slot server, both clients at once): visor %.1f vs raw %.1f tokens/s, "+
-		"ratio of medians %.3f, median pair ratio %.3f of %d (pairs %.3f–%.3f; ≥ 0.99)", verdict, v, raw, v/raw, median(pr), n, lo, hi)}
+	return append(out, fmt.Sprintf("%s  concurrent pairs (one two-slot server, both clients at once): visor %.1f vs raw %.1f tokens/s, "+
+		"ratio of medians %.3f, median pair ratio %.3f of %d (pairs %.3f–%.3f; ≥ 0.99)", verdict, v, raw, v/raw, median(pr), n, lo, hi))
 }
 
 const question = "Describe this screenshot in one sentence."
@@ -489,8 +527,8 @@ const tpsSeed = 7
 // tpsTokens is each tokens/s request's length (a variable so the CPU test can ask for fewer).
 var tpsTokens = 512
 
-// concurrentPairs is -concurrent.
-var concurrentPairs int
+// concurrentPairs is -concurrent; controlPairs is -aa.
+var concurrentPairs, controlPairs int
 
 // streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
 // own timings.
