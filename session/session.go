@@ -109,7 +109,13 @@ type Config struct {
 	// at once. Profile is the engine's current profile for it (default resident, or text-only without vision).
 	Scheduler *swap.Scheduler
 	Profile   swap.Profile
-	Logger    *slog.Logger
+	// Slots is how many turns, of all sessions, use the engine at once; more wait in a queue, first come first
+	// served. 0 sends every turn to the engine at once (a remote server queues for itself). ServerSlots is the
+	// server's own slot count (llama-server --parallel), default Slots; each turn is pinned to one slot
+	// (id_slot) so its conversation stays cached there. A server slot beyond those the admitted turns need
+	// takes a queued turn's images while it waits, and the turn then runs on that slot.
+	Slots, ServerSlots int
+	Logger             *slog.Logger
 }
 
 // Agent is what a turn needs from the agent; *agent.Agent implements it.
@@ -147,6 +153,7 @@ type Service struct {
 	relaunching bool
 	propsMu     sync.Mutex
 	props       map[int]llamacpp.Props // by engine generation
+	queue       *engineQueue           // nil without Config.Slots
 }
 
 // New checks cfg and returns a Service.
@@ -181,7 +188,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.AgentName == "" {
 		cfg.AgentName = "visor"
 	}
-	return &Service{cfg: cfg, started: time.Now(), profile: cfg.Profile, open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}, nil
+	if cfg.Slots < 0 || cfg.ServerSlots < 0 {
+		return nil, fmt.Errorf("session: Config.Slots %d, ServerSlots %d: give 0 or more", cfg.Slots, cfg.ServerSlots)
+	}
+	svc := &Service{cfg: cfg, started: time.Now(), profile: cfg.Profile, open: map[string]*Session{}, touched: map[string]bool{}, props: map[int]llamacpp.Props{}}
+	if cfg.Slots > 0 {
+		svc.queue = newEngineQueue(svc, cfg.Slots, cfg.ServerSlots)
+	}
+	return svc, nil
 }
 
 // Stored reports whether sessions are kept in a store.
@@ -362,11 +376,13 @@ func (s *Service) touch(id string) {
 
 // recordPrefill keeps an ahead-of-time evaluation as an engine event, so `visor stats` can show the encode time
 // that left the critical path.
-func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *engine.Timings) {
+// source says what made the images known ahead: "attached" (the user attached them before writing), "queued"
+// (the request waited for the engine behind others).
+func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *engine.Timings, source string) {
 	if s.cfg.Store == nil {
 		return
 	}
-	d := map[string]any{"images": images}
+	d := map[string]any{"images": images, "source": source}
 	if tm != nil {
 		d["prompt_n"], d["cache_n"], d["prompt_ms"] = tm.PromptN, tm.CacheN, tm.PromptMS
 	}
@@ -482,6 +498,12 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 }
 
 func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
+	return s.buildOn(r, p, -1)
+}
+
+// buildOn builds an agent whose requests all go to server slot slot (llama-server's id_slot), so a turn keeps
+// the slot that holds its conversation; slot < 0 lets the server choose.
+func (s *Service) buildOn(r conductor.Ready, p llamacpp.Props, slot int) (Agent, error) {
 	if s.cfg.NewAgent != nil {
 		return s.cfg.NewAgent(r, p)
 	}
@@ -490,7 +512,11 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
 	if a.Raw || !p.ToolsInTemplate() {
 		mode = agent.Raw
 	}
-	return agent.New(agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format,
+	var extra engine.Extra
+	if slot >= 0 {
+		extra.IDSlot = &slot
+	}
+	return agent.New(agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format, Extra: extra,
 		MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, ToolChoice: a.ToolChoice, Temperature: a.Temperature,
 		// A tool's images are evaluated while slower tools of the step still run. That puts each result's images
 		// right after it, a layout llama-server takes and strict OpenAI servers may not: only for visor's own.
@@ -501,6 +527,8 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
 // Lookahead is what the open sessions' next requests will carry, as far as the service knows now.
 type Lookahead struct {
 	Sessions []SessionLookahead
+	// Running and Waiting count the turns on the engine and in its queue (Config.Slots; both 0 without it).
+	Running, Waiting int
 }
 
 // SessionLookahead is one session's part of the Lookahead.
@@ -526,6 +554,9 @@ func (s *Service) Lookahead() Lookahead {
 	}
 	s.mu.Unlock()
 	var out Lookahead
+	if s.queue != nil {
+		out.Running, out.Waiting = s.queue.counts()
+	}
 	for _, sess := range list {
 		out.Sessions = append(out.Sessions, sess.lookahead())
 	}

@@ -46,6 +46,7 @@ type Session struct {
 	records            []swap.StepRecord // finished steps, for the scheduler
 	busy               bool
 	queued             int
+	slot               int // under the engine queue's lock: 1 + the server slot its last turn ran on; 0 before any
 }
 
 // ID is the session's id (a stored session's, or a process-local one without a store).
@@ -307,8 +308,26 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 		s.warmGen, s.warmLen = r.Generation, len(history)
 		s.mu.Unlock()
 		s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", images, "history", user == nil, "took", took)
-		s.svc.recordPrefill(s.id, images, took, tm)
+		source := "attached"
+		if user == nil {
+			source = "history"
+		}
+		s.svc.recordPrefill(s.id, images, took, tm, source)
 	}
+}
+
+// prefillOnce has the engine evaluate history and user's images, up to where user's text will go, on server
+// slot slot (any when < 0).
+func (svc *Service) prefillOnce(ctx context.Context, history []agent.Message, user agent.Message, slot int) (*engine.Timings, error) {
+	r, p, err := svc.ready(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	a, err := svc.buildOn(r, p, slot)
+	if err != nil {
+		return nil, err
+	}
+	return a.Prefill(ctx, history, user)
 }
 
 // WaitAhead waits until the session's background prefill (attached images, a resumed history) has ended, or ctx
@@ -462,6 +481,23 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	history := append([]agent.Message(nil), s.history...)
 	s.queueLocked(next)
 	s.mu.Unlock()
+	slot := -1
+	if q := svc.queue; q != nil {
+		// Wait for the engine behind the other sessions' turns; while waiting, this turn's images are evaluated
+		// ahead when a server slot is free, and the running turns' events tell the queue when one is.
+		t := &ticket{sess: s, history: history, user: user, emit: emit}
+		release, err := q.enter(ctx, t)
+		if err != nil {
+			return Result{SessionID: s.id}, err
+		}
+		defer release()
+		slot = t.slot
+		inner := emit
+		emit = func(ev agent.Event) {
+			q.observe(t, ev)
+			inner(ev)
+		}
+	}
 
 	// Recover, not EnsureReady: a server that died while the user was typing is found (one /health request) and
 	// brought back before the message goes out, instead of failing the turn.
@@ -473,7 +509,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if len(user.Images) > 0 && !props.Vision && svc.cfg.Vision != VisionYes {
 		return Result{SessionID: s.id}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
 	}
-	a, err := svc.build(r, props)
+	a, err := svc.buildOn(r, props, slot)
 	if err != nil {
 		return Result{SessionID: s.id}, err
 	}

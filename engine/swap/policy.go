@@ -29,6 +29,9 @@ type Observation struct {
 	// Ready is true when the next request is ready and waiting: only what it cannot be served without
 	// (a relaunch into a profile that takes images) still makes sense.
 	Ready bool
+	// Queued is the request's place in the engine's queue (1: next), 0 when it is not waiting: other requests
+	// run on the engine, and its prefill waits for a free server slot.
+	Queued int
 	// History are the steps done so far, as observed.
 	History []StepRecord
 	// LastRelaunch is len(History) at the last relaunch, or -1.
@@ -221,6 +224,9 @@ func (s Scheduler) Plan(o Observation) []Action {
 				why += fmt.Sprintf(" + the one-time %s pipeline compile", s.Costs.PipelineCompile.D().Round(time.Millisecond))
 			}
 			why += ") off the critical path"
+			if o.Queued > 0 {
+				why += fmt.Sprintf("; the request is number %d in the engine's queue: in the first free server slot", o.Queued)
+			}
 			if o.Announced > 0 {
 				why += fmt.Sprintf("; %d more announced, their own run later", o.Announced)
 			}

@@ -1,0 +1,326 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine/swap"
+)
+
+// The engine queue admits turns of every session onto the engine, Config.Slots at a time, first come first
+// served, and pins each to one server slot, so that a session's conversation stays cached in its slot. A turn
+// that waits is lookahead: its history and its images are known, so they are evaluated into a server slot of
+// their own while it waits, and the turn then runs on that slot with only its new text left to evaluate.
+//
+// A queued turn's prefill never takes a slot that holds a running turn's conversation: llama-server keeps one
+// sequence per slot (and cannot cut a recurrent model's state back), so the running turn's next request would
+// evaluate its whole prompt again, and the prefill would be lost to that request in turn. Nor does it start
+// while a running turn is generating: an image encode stops every slot's decoding until it is done. So it runs
+// in a server slot no admitted turn needs, while the running turns' tools execute.
+
+// ticket is one turn in the engine queue.
+type ticket struct {
+	sess    *Session
+	ctx     context.Context // the request's: it ending cancels the prefill
+	history []agent.Message
+	user    agent.Message
+	emit    func(agent.Event)
+
+	// Under engineQueue.mu:
+	slot       int  // the server slot it holds (running, or reserved by its prefill); -1 for none
+	running    bool // admitted
+	generating bool // running, and a step's request is out (from StepStarted until its tools start)
+	ahead      aheadState
+	done       chan struct{} // closed when its prefill ends
+}
+
+// aheadState is where a queued turn's prefill stands.
+type aheadState int
+
+const (
+	aheadNone    aheadState = iota // nothing to prefill (no images, or the scheduler said no)
+	aheadWanted                    // to prefill when a server slot is free
+	aheadRunning                   // in flight
+	aheadDone                      // its images are in its slot's cache
+	aheadFailed                    // failed: the images are encoded with the request
+)
+
+// queueSlots is the engine's state as the queued-prefill policy sees it.
+type queueSlots struct {
+	Server     int // the server's slots (--parallel)
+	Admit      int // turns that may run at once (Config.Slots)
+	Running    int // turns running, each holding a slot
+	Reserved   int // slots holding a queued turn's prefill
+	Generating int // running turns whose request is out
+}
+
+// spare is how many server slots a prefill may take: those neither held nor needed by turns that may still be
+// admitted before the queue moves.
+func (s queueSlots) spare() int {
+	return s.Server - s.Running - s.Reserved - max(0, s.Admit-s.Running)
+}
+
+// nextPrefill picks the queued turn to prefill now, in queue order, and says why; -1 when none may start.
+func nextPrefill(s queueSlots, states []aheadState) (int, string) {
+	want := -1
+	for i, st := range states {
+		if st == aheadWanted {
+			want = i
+			break
+		}
+	}
+	switch {
+	case want < 0:
+		return -1, "no queued turn has images to prefill"
+	case s.spare() <= 0:
+		return -1, fmt.Sprintf("no spare server slot (%d slots: %d running, %d prefilled, %d kept for turns): a queued "+
+			"turn is prefilled only in a slot no running turn holds; give llama-server one more --parallel slot than turns",
+			s.Server, s.Running, s.Reserved, max(0, s.Admit-s.Running))
+	case s.Generating > 0:
+		return -1, fmt.Sprintf("%d running turn(s) generating: an image encode would stall their tokens, so the prefill "+
+			"waits until their tools run", s.Generating)
+	}
+	return want, fmt.Sprintf("%d spare server slot(s) and no running turn generating: evaluate the queued turn's images now",
+		s.spare())
+}
+
+type engineQueue struct {
+	svc     *Service
+	slots   int // turns at once
+	server  int // the server's slots
+	mu      sync.Mutex
+	running []*ticket
+	waiting []*ticket
+	changed chan struct{}
+}
+
+func newEngineQueue(svc *Service, slots, server int) *engineQueue {
+	return &engineQueue{svc: svc, slots: slots, server: max(server, slots), changed: make(chan struct{})}
+}
+
+func (q *engineQueue) slotsLocked() queueSlots {
+	s := queueSlots{Server: q.server, Admit: q.slots, Running: len(q.running)}
+	for _, t := range q.running {
+		if t.generating {
+			s.Generating++
+		}
+	}
+	for _, t := range q.waiting {
+		if t.slot >= 0 {
+			s.Reserved++
+		}
+	}
+	return s
+}
+
+// freeSlotLocked is a server slot nobody holds, the session's own last one if it is free.
+func (q *engineQueue) freeSlotLocked(sess *Session) int {
+	held := make([]bool, q.server)
+	for _, t := range append(append([]*ticket(nil), q.running...), q.waiting...) {
+		if t.slot >= 0 {
+			held[t.slot] = true
+		}
+	}
+	if last := sess.slot - 1; last >= 0 && last < q.server && !held[last] {
+		return last
+	}
+	for i, h := range held {
+		if !h {
+			return i
+		}
+	}
+	return -1
+}
+
+func (q *engineQueue) broadcastLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// enter queues a turn and waits until it may use the engine; release must be called when the turn ends. While
+// it waits, its images are prefilled when the scheduler agrees and the policy finds a slot. It returns ctx's
+// error if the request ends first; its prefill is canceled then.
+func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err error) {
+	t.ctx, t.slot = ctx, -1
+	q.mu.Lock()
+	if len(t.user.Images) > 0 && !q.svc.cfg.NoPrefill && (len(q.running) >= q.slots || len(q.waiting) > 0) {
+		if q.svc.planQueued(t, len(q.waiting)) {
+			t.ahead = aheadWanted
+		}
+	}
+	q.waiting = append(q.waiting, t)
+	for {
+		if len(q.running) < q.slots && q.waiting[0] == t {
+			if t.slot < 0 {
+				t.slot = q.freeSlotLocked(t.sess)
+			}
+			q.waiting = q.waiting[1:]
+			t.running = true
+			t.sess.slot = t.slot + 1
+			q.running = append(q.running, t)
+			done := t.done
+			q.kickLocked()
+			q.mu.Unlock()
+			if done != nil {
+				<-done // its prefill ends first: the request continues that sequence
+			}
+			var once sync.Once
+			return func() { once.Do(func() { q.leave(t) }) }, nil
+		}
+		q.kickLocked()
+		ch := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			q.mu.Lock()
+			done := t.done
+			q.mu.Unlock()
+			if done != nil {
+				// Its prefill runs on ctx: it stops now. Its slot stays held until it has, and nothing more reaches
+				// a request that ended.
+				<-done
+			}
+			q.mu.Lock()
+			for i, w := range q.waiting {
+				if w == t {
+					q.waiting = append(q.waiting[:i:i], q.waiting[i+1:]...)
+					break
+				}
+			}
+			t.slot = -1
+			q.kickLocked()
+			q.broadcastLocked()
+			q.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		q.mu.Lock()
+	}
+}
+
+func (q *engineQueue) leave(t *ticket) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, r := range q.running {
+		if r == t {
+			q.running = append(q.running[:i:i], q.running[i+1:]...)
+			break
+		}
+	}
+	t.running, t.generating, t.slot = false, false, -1
+	q.kickLocked()
+	q.broadcastLocked()
+}
+
+// observe follows a running turn's events: while a step's request is out it is generating, and its tools
+// running is the gap a prefill may use.
+func (q *engineQueue) observe(t *ticket, ev agent.Event) {
+	switch ev.(type) {
+	case agent.StepStarted:
+		q.mu.Lock()
+		t.generating = true
+		q.mu.Unlock()
+	case agent.ToolCallStarted:
+		q.mu.Lock()
+		if t.generating {
+			t.generating = false
+			q.kickLocked()
+		}
+		q.mu.Unlock()
+	}
+}
+
+// kickLocked starts the prefills the policy allows now; each runs on its request's context.
+func (q *engineQueue) kickLocked() {
+	for {
+		states := make([]aheadState, len(q.waiting))
+		for i, t := range q.waiting {
+			states[i] = t.ahead
+		}
+		i, why := nextPrefill(q.slotsLocked(), states)
+		if i < 0 {
+			return
+		}
+		t := q.waiting[i]
+		if t.slot = q.freeSlotLocked(t.sess); t.slot < 0 {
+			return
+		}
+		t.ahead, t.done = aheadRunning, make(chan struct{})
+		q.svc.cfg.Logger.Info("prefilling a queued turn", "session", t.sess.id, "images", len(t.user.Images), "slot", t.slot, "why", why)
+		go q.prefill(t, t.slot, t.done)
+	}
+}
+
+func (q *engineQueue) prefill(t *ticket, slot int, done chan struct{}) {
+	defer close(done)
+	svc := q.svc
+	start := time.Now()
+	tm, err := svc.prefillOnce(t.ctx, t.history, t.user, slot)
+	took := time.Since(start)
+	q.mu.Lock()
+	if err == nil {
+		t.ahead = aheadDone
+	} else {
+		// The slot goes back: the turn takes any free one when admitted.
+		t.ahead, t.slot = aheadFailed, -1
+	}
+	q.kickLocked()
+	q.broadcastLocked()
+	q.mu.Unlock()
+	switch {
+	case err == nil:
+		svc.cfg.Logger.Info("prefilled a queued turn", "session", t.sess.id, "images", len(t.user.Images), "slot", slot, "took", took)
+		svc.recordPrefill(t.sess.id, len(t.user.Images), took, tm, "queued")
+		t.emit(agent.Notice{Text: fmt.Sprintf("waiting for the engine: the message's %d image(s) were evaluated ahead (%s)",
+			len(t.user.Images), took.Round(time.Millisecond))})
+	case t.ctx.Err() != nil:
+		svc.cfg.Logger.Info("queued prefill stopped: the request ended", "session", t.sess.id, "err", errors.Join(err, context.Cause(t.ctx)))
+	default:
+		svc.cfg.Logger.Warn("queued prefill failed; the images will be encoded with the request", "session", t.sess.id, "err", err)
+	}
+}
+
+// planQueued asks the scheduler about a turn that has to wait for the engine behind ahead others, records its
+// decisions and reports whether to prefill the turn's images while it waits. Without a scheduler it does.
+func (svc *Service) planQueued(t *ticket, ahead int) bool {
+	sched := svc.cfg.Scheduler
+	if sched == nil {
+		return true
+	}
+	s := t.sess
+	s.mu.Lock()
+	records := append([]swap.StepRecord(nil), s.records...)
+	s.mu.Unlock()
+	now := time.Since(svc.started)
+	obs := swap.Observation{Now: now, Profile: svc.currentProfile(), Compiled: true, Context: contextOf(t.history),
+		History: records, LastRelaunch: -1, Queued: ahead + 1}
+	for i, im := range t.user.Images {
+		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: now})
+	}
+	prefill := false
+	for _, a := range sched.Plan(obs) {
+		carried := "yes: in a spare server slot, while no running turn generates"
+		switch a.Kind {
+		case swap.ActPrefill:
+			prefill = true
+		case swap.ActRelaunch:
+			// Relaunching would throw away the running turns' caches.
+			carried = "no: other turns are running on the engine"
+		default:
+			carried = "no: the conductor warms the engine up at start"
+		}
+		svc.recordDecision(s.id, a, carried)
+	}
+	return prefill
+}
+
+// counts reports the turns running on the engine and waiting for it.
+func (q *engineQueue) counts() (running, waiting int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.running), len(q.waiting)
+}
