@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,17 +20,27 @@ import (
 	"github.com/visorhq/visor/tools"
 )
 
-// slowTool blocks its first call until release is closed and tells started when it begins: the running turn's
-// tools execute for as long as the test wants, without a sleep.
-func slowTool(t *testing.T, started chan<- struct{}, release <-chan struct{}) *tools.Registry {
+// gate holds the next call of the slow tool until release is closed, and closes started when it begins: the
+// running turn's tools execute for as long as the test wants, without a sleep. Calls while it is not armed
+// return at once.
+type gate struct {
+	armed            atomic.Bool
+	started, release chan struct{}
+}
+
+func (g *gate) arm() {
+	g.started, g.release = make(chan struct{}), make(chan struct{})
+	g.armed.Store(true)
+}
+
+func (g *gate) registry(t *testing.T) *tools.Registry {
 	t.Helper()
-	var calls atomic.Int32
 	reg := tools.NewRegistry()
 	if err := reg.Register(tools.New("slow_scan", "Scan slowly", func(ctx context.Context, in struct{}) (string, error) {
-		if calls.Add(1) == 1 {
-			close(started)
+		if g.armed.CompareAndSwap(true, false) {
+			close(g.started)
 			select {
-			case <-release:
+			case <-g.release:
 			case <-ctx.Done():
 			}
 		}
@@ -59,10 +70,10 @@ func firstTimings(t *testing.T, res session.Result) *engine.Timings {
 // back: its next request still finds its own conversation in the server's cache.
 func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{}, llamacpp.Config{Parallel: 2})
-	started, release := make(chan struct{}), make(chan struct{})
+	g := &gate{}
 	st := openStore(t)
 	svc := testkit.Service(t, srv, st, func(c *session.Config) {
-		c.Agent.Tools = slowTool(t, started, release)
+		c.Agent.Tools = g.registry(t)
 		c.Slots, c.ServerSlots = 1, 2
 	})
 	ctx := context.Background()
@@ -76,11 +87,12 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 		err error
 	}
 	aDone := make(chan done, 1)
+	g.arm()
 	go func() {
 		res, err := a.Turn(ctx, "scan", nil, nil)
 		aDone <- done{res, err}
 	}()
-	<-started
+	<-g.started
 
 	b, err := svc.Open(ctx, session.OpenOptions{Title: "queued"})
 	if err != nil {
@@ -110,7 +122,7 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	if la := svc.Lookahead(); la.Running != 1 || la.Waiting != 1 {
 		t.Fatalf("lookahead %+v: want one turn running and one waiting", la)
 	}
-	close(release)
+	close(g.release)
 	ra := <-aDone
 	if ra.err != nil || ra.res.Final.Content != testmodel.Answer || ra.res.Final.Timings == nil {
 		t.Fatalf("running turn: %+v %v", ra.res.Final, ra.err)
@@ -147,6 +159,91 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	if bt.CacheN < pre.PromptN+pre.CacheN {
 		t.Errorf("the queued turn's request reused %d cached tokens, want the %d its prefill left (image included)",
 			bt.CacheN, pre.PromptN+pre.CacheN)
+	}
+
+	// A client that goes away while its turn is queued takes its prefill with it: the turn returns at once,
+	// nothing is evaluated ahead for it, and the running turn goes on. (A new session runs: the tiny model calls
+	// no tool once a tool result is in its context.)
+	a2, err := svc.Open(ctx, session.OpenOptions{Title: "running again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	g.arm()
+	go func() {
+		res, err := a2.Turn(ctx, "scan", nil, nil)
+		aDone <- done{res, err}
+	}()
+	<-g.started
+	c, err := svc.Open(ctx, session.OpenOptions{Title: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cctx, cancel := context.WithCancel(ctx)
+	cDone := make(chan error, 1)
+	go func() {
+		_, err := c.Turn(cctx, question, []tools.Image{{MIME: "image/png", Data: testkit.PNG(t, 20, 28)}}, func(ev agent.Event) {
+			if n, ok := ev.(agent.Notice); ok {
+				t.Errorf("a notice reached the request after it ended: %s", n.Text)
+			}
+		})
+		cDone <- err
+	}()
+	for svc.Lookahead().Waiting == 0 {
+		select {
+		case err := <-cDone:
+			t.Fatalf("the third turn did not queue: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel() // the queue started its prefill when it queued it: a running turn's tool is executing
+	if err := <-cDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the canceled queued turn returned %v, want context.Canceled", err)
+	}
+	if la := svc.Lookahead(); la.Waiting != 0 || la.Running != 1 {
+		t.Fatalf("after the cancel: %+v, want only the running turn", la)
+	}
+	close(g.release)
+	if ra := <-aDone; ra.err != nil || ra.res.Final.Content != testmodel.Answer {
+		t.Fatalf("the running turn after a queued one left: %+v %v", ra.res.Final, ra.err)
+	}
+	evs, err := st.EngineEvents(ctx, c.ID(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind == memory.EnginePrefill {
+			t.Errorf("a prefill was carried out for a request that had gone: %s", e.Detail)
+		}
+	}
+}
+
+// TestNextPrefill: a queued turn is prefilled only in a slot no running turn holds nor the next admitted turn
+// needs, and only while no running turn generates.
+func TestNextPrefill(t *testing.T) {
+	wanted := []session.AheadState{session.AheadNone, session.AheadWanted}
+	for _, c := range []struct {
+		name string
+		s    session.QueueSlots
+		want int
+		why  string
+	}{
+		{"spare slot, running turn in its tools", session.QueueSlots{Server: 2, Admit: 1, Running: 1}, 1, "spare"},
+		{"spare slot, running turn generating", session.QueueSlots{Server: 2, Admit: 1, Running: 1, Generating: 1}, -1, "stall"},
+		{"one slot: it holds the running turn", session.QueueSlots{Server: 1, Admit: 1, Running: 1}, -1, "one more --parallel"},
+		{"as many turns as slots", session.QueueSlots{Server: 2, Admit: 2, Running: 2}, -1, "no spare"},
+		{"the spare slot already prefilled", session.QueueSlots{Server: 2, Admit: 1, Running: 1, Reserved: 1}, -1, "no spare"},
+		{"a slot kept for the next admitted turn", session.QueueSlots{Server: 3, Admit: 2, Running: 1}, 1, "spare"},
+		{"the slot kept is the only free one", session.QueueSlots{Server: 2, Admit: 2, Running: 1}, -1, "kept for turns"},
+	} {
+		got, why := session.NextPrefill(c.s, wanted)
+		if got != c.want || !strings.Contains(why, c.why) {
+			t.Errorf("%s: %d %q, want %d and a reason with %q", c.name, got, why, c.want, c.why)
+		}
+	}
+	if got, why := session.NextPrefill(session.QueueSlots{Server: 4, Admit: 1}, []session.AheadState{session.AheadDone}); got != -1 {
+		t.Errorf("nothing wanted: %d %q", got, why)
 	}
 }
 

@@ -1,0 +1,15 @@
+package session
+
+// Names for the queue policy's tests.
+type (
+	QueueSlots = queueSlots
+	AheadState = aheadState
+)
+
+const (
+	AheadNone   = aheadNone
+	AheadWanted = aheadWanted
+	AheadDone   = aheadDone
+)
+
+var NextPrefill = nextPrefill
