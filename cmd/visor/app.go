@@ -133,6 +133,11 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	if a.store != nil {
 		scfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
 	}
+	if t.engine.endpoint == "" {
+		// Each turn takes one slot of visor's llama-server, so sessions do not evict each other's cache; with
+		// --parallel 2 or more one slot is kept for turns that wait, whose images are evaluated there ahead.
+		scfg.Slots, scfg.ServerSlots = max(1, t.engine.parallel-1), t.engine.parallel
+	}
 	if svc, err = session.New(scfg); err != nil {
 		return a, err
 	}

@@ -38,7 +38,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.apiKey, "api-key", os.Getenv("VISOR_API_KEY"), "API key for --endpoint")
 	fs.StringVar(&e.server, "server", "", "llama-server binary (default: $VISOR_LLAMA_SERVER, $PATH, then the installed engine)")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size for llama-server (0: the model's default)")
-	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots")
+	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots, one turn each (from 2, one is kept for evaluating the images of turns that wait)")
 	// VISOR_SERVER_ARGS holds arguments for every llama-server visor starts (space-separated), before any
 	// --server-arg: settings a machine always wants, such as --poll 0 where many servers share few cores.
 	e.extra = envServerArgs()
