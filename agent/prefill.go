@@ -117,7 +117,7 @@ func (a *Agent) prefillShared(ctx context.Context, x, y []Message) (*engine.Timi
 	if err != nil {
 		return nil, fmt.Errorf("agent: prefill: %w", err)
 	}
-	prefix, n := sharedImagePrefix(px, py, marker)
+	prefix, n := SharedImagePrefix(px, py, marker)
 	if n == 0 {
 		return nil, ErrNothingToPrefill
 	}
@@ -134,11 +134,11 @@ func (a *Agent) prefillShared(ctx context.Context, x, y []Message) (*engine.Timi
 	return t, nil
 }
 
-// sharedImagePrefix returns the longest common prefix of two rendered prompts, cut back to just after the last
+// SharedImagePrefix returns the longest common prefix of two rendered prompts, cut back to just after the last
 // newline that follows its last media marker, and the number of markers in it; "", 0 when no image ends up in
 // it. The cut keeps the prefix on a token boundary (a prefix cut inside a word would tokenize differently from the
 // same text inside the full prompt) and ends it with text, which llama-server needs after an image.
-func sharedImagePrefix(x, y, marker string) (string, int) {
+func SharedImagePrefix(x, y, marker string) (string, int) {
 	n := 0
 	for n < len(x) && n < len(y) && x[n] == y[n] {
 		n++

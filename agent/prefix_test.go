@@ -16,12 +16,12 @@ func TestSharedImagePrefix(t *testing.T) {
 		{"image only in one", "a\n" + m + "\nA", "a\nB", "", 0},
 		{"identical", "a\n" + m + "\nx", "a\n" + m + "\nx", "a\n" + m + "\n", 1},
 	} {
-		got, n := sharedImagePrefix(c.x, c.y, m)
+		got, n := SharedImagePrefix(c.x, c.y, m)
 		if got != c.want || n != c.images {
 			t.Errorf("%s: got %q, %d images; want %q, %d", c.name, got, n, c.want, c.images)
 		}
 	}
-	if got, n := sharedImagePrefix("a\n\n", "a\n\n", ""); got != "" || n != 0 {
+	if got, n := SharedImagePrefix("a\n\n", "a\n\n", ""); got != "" || n != 0 {
 		t.Errorf("empty marker: %q %d", got, n)
 	}
 }

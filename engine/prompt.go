@@ -36,6 +36,21 @@ func (c *Client) ApplyTemplate(ctx context.Context, req Request) (string, error)
 	return *out.Prompt, nil
 }
 
+// ApplyTemplateRaw renders a chat-completions body as the server would (POST /apply-template), for callers that
+// pass OpenAI bodies through as they came.
+func (c *Client) ApplyTemplateRaw(ctx context.Context, body []byte) (string, error) {
+	var out struct {
+		Prompt *string `json:"prompt"`
+	}
+	if err := c.post(ctx, "/apply-template", body, &out); err != nil {
+		return "", err
+	}
+	if out.Prompt == nil {
+		return "", fmt.Errorf("POST %s/apply-template: the answer has no prompt", c.base)
+	}
+	return *out.Prompt, nil
+}
+
 // MediaMarker returns the text that stands for one image in the server's prompts (/props media_marker). This
 // build randomises it per start, so callers must ask the server they talk to.
 func (c *Client) MediaMarker(ctx context.Context) (string, error) {

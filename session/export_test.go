@@ -2,7 +2,6 @@ package session
 
 // Names for the queue policy's tests.
 type (
-	QueueSlots = queueSlots
 	AheadState = aheadState
 )
 

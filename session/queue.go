@@ -49,43 +49,58 @@ const (
 	aheadFailed                    // failed: the images are encoded with the request
 )
 
-// queueSlots is the engine's state as the queued-prefill policy sees it.
-type queueSlots struct {
+// Slots is a server's slots as the queued-prefill policy sees them.
+type Slots struct {
 	Server     int // the server's slots (--parallel)
-	Admit      int // turns that may run at once (Config.Slots)
-	Running    int // turns running, each holding a slot
-	Reserved   int // slots holding a queued turn's prefill
-	Generating int // running turns whose request is out
+	Admit      int // requests that may run at once
+	Running    int // requests running, each holding a slot
+	Reserved   int // slots holding a queued request's prefill
+	Generating int // running requests whose model call is out
+	// Unseen says the caller cannot tell when running requests generate (the gateway: each request is one model
+	// call, and its client's tools run between requests, where the gateway sees nothing).
+	Unseen bool
 }
 
-// spare is how many server slots a prefill may take: those neither held nor needed by turns that may still be
-// admitted before the queue moves.
-func (s queueSlots) spare() int {
+// spare is how many server slots a prefill may take: those neither held nor needed by requests that may still
+// be admitted before the queue moves.
+func (s Slots) spare() int {
 	return s.Server - s.Running - s.Reserved - max(0, s.Admit-s.Running)
 }
 
+// QueuedPrefill says whether a queued request's images may be evaluated now, and why. A prefill takes a slot
+// no running request holds (one sequence per slot: it would cost a running request its cache, and be lost to
+// that request's next call in turn) nor the next admitted request needs. Where running requests are seen, it
+// waits until none generates, since an image encode stops every slot's decoding until it is done; where they are
+// not (Unseen), it starts at once.
+func QueuedPrefill(s Slots) (bool, string) {
+	switch {
+	case s.spare() <= 0:
+		return false, fmt.Sprintf("no spare server slot (%d slots: %d running, %d prefilled, %d kept for requests): a queued "+
+			"request is prefilled only in a slot no running one holds; give llama-server one more --parallel slot than requests",
+			s.Server, s.Running, s.Reserved, max(0, s.Admit-s.Running))
+	case s.Unseen:
+		return true, fmt.Sprintf("%d spare server slot(s): evaluate the queued request's images now (the running requests' "+
+			"gaps are not seen here, so an encode may hold their tokens back while it runs)", s.spare())
+	case s.Generating > 0:
+		return false, fmt.Sprintf("%d running request(s) generating: an image encode would stall their tokens, so the "+
+			"prefill waits until their tools run", s.Generating)
+	}
+	return true, fmt.Sprintf("%d spare server slot(s) and no running request generating: evaluate the queued request's images now",
+		s.spare())
+}
+
 // nextPrefill picks the queued turn to prefill now, in queue order, and says why; -1 when none may start.
-func nextPrefill(s queueSlots, states []aheadState) (int, string) {
-	want := -1
+func nextPrefill(s Slots, states []aheadState) (int, string) {
 	for i, st := range states {
 		if st == aheadWanted {
-			want = i
-			break
+			if ok, why := QueuedPrefill(s); !ok {
+				return -1, why
+			} else {
+				return i, why
+			}
 		}
 	}
-	switch {
-	case want < 0:
-		return -1, "no queued turn has images to prefill"
-	case s.spare() <= 0:
-		return -1, fmt.Sprintf("no spare server slot (%d slots: %d running, %d prefilled, %d kept for turns): a queued "+
-			"turn is prefilled only in a slot no running turn holds; give llama-server one more --parallel slot than turns",
-			s.Server, s.Running, s.Reserved, max(0, s.Admit-s.Running))
-	case s.Generating > 0:
-		return -1, fmt.Sprintf("%d running turn(s) generating: an image encode would stall their tokens, so the prefill "+
-			"waits until their tools run", s.Generating)
-	}
-	return want, fmt.Sprintf("%d spare server slot(s) and no running turn generating: evaluate the queued turn's images now",
-		s.spare())
+	return -1, "no queued turn has images to prefill"
 }
 
 type engineQueue struct {
@@ -102,8 +117,8 @@ func newEngineQueue(svc *Service, slots, server int) *engineQueue {
 	return &engineQueue{svc: svc, slots: slots, server: max(server, slots), changed: make(chan struct{})}
 }
 
-func (q *engineQueue) slotsLocked() queueSlots {
-	s := queueSlots{Server: q.server, Admit: q.slots, Running: len(q.running)}
+func (q *engineQueue) slotsLocked() Slots {
+	s := Slots{Server: q.server, Admit: q.slots, Running: len(q.running)}
 	for _, t := range q.running {
 		if t.generating {
 			s.Generating++

@@ -225,24 +225,24 @@ func TestNextPrefill(t *testing.T) {
 	wanted := []session.AheadState{session.AheadNone, session.AheadWanted}
 	for _, c := range []struct {
 		name string
-		s    session.QueueSlots
+		s    session.Slots
 		want int
 		why  string
 	}{
-		{"spare slot, running turn in its tools", session.QueueSlots{Server: 2, Admit: 1, Running: 1}, 1, "spare"},
-		{"spare slot, running turn generating", session.QueueSlots{Server: 2, Admit: 1, Running: 1, Generating: 1}, -1, "stall"},
-		{"one slot: it holds the running turn", session.QueueSlots{Server: 1, Admit: 1, Running: 1}, -1, "one more --parallel"},
-		{"as many turns as slots", session.QueueSlots{Server: 2, Admit: 2, Running: 2}, -1, "no spare"},
-		{"the spare slot already prefilled", session.QueueSlots{Server: 2, Admit: 1, Running: 1, Reserved: 1}, -1, "no spare"},
-		{"a slot kept for the next admitted turn", session.QueueSlots{Server: 3, Admit: 2, Running: 1}, 1, "spare"},
-		{"the slot kept is the only free one", session.QueueSlots{Server: 2, Admit: 2, Running: 1}, -1, "kept for turns"},
+		{"spare slot, running turn in its tools", session.Slots{Server: 2, Admit: 1, Running: 1}, 1, "spare"},
+		{"spare slot, running turn generating", session.Slots{Server: 2, Admit: 1, Running: 1, Generating: 1}, -1, "stall"},
+		{"one slot: it holds the running turn", session.Slots{Server: 1, Admit: 1, Running: 1}, -1, "one more --parallel"},
+		{"as many turns as slots", session.Slots{Server: 2, Admit: 2, Running: 2}, -1, "no spare"},
+		{"the spare slot already prefilled", session.Slots{Server: 2, Admit: 1, Running: 1, Reserved: 1}, -1, "no spare"},
+		{"a slot kept for the next admitted turn", session.Slots{Server: 3, Admit: 2, Running: 1}, 1, "spare"},
+		{"the slot kept is the only free one", session.Slots{Server: 2, Admit: 2, Running: 1}, -1, "kept for requests"},
 	} {
 		got, why := session.NextPrefill(c.s, wanted)
 		if got != c.want || !strings.Contains(why, c.why) {
 			t.Errorf("%s: %d %q, want %d and a reason with %q", c.name, got, why, c.want, c.why)
 		}
 	}
-	if got, why := session.NextPrefill(session.QueueSlots{Server: 4, Admit: 1}, []session.AheadState{session.AheadDone}); got != -1 {
+	if got, why := session.NextPrefill(session.Slots{Server: 4, Admit: 1}, []session.AheadState{session.AheadDone}); got != -1 {
 		t.Errorf("nothing wanted: %d %q", got, why)
 	}
 }

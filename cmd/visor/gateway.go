@@ -148,6 +148,9 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 		UpstreamModel: mc.UpstreamModel, ToolFormat: mc.ToolFormat, ToolsAsText: mc.ToolsAsText, APIKey: ef.apiKey}
 	if m.Remote {
 		m.Slots = 64 // the remote server queues for itself
+	} else if ef.mmproj != "" && ef.parallel > 1 {
+		// One slot is kept for requests that wait: their images are evaluated there ahead of their turn.
+		m.Slots, m.ServerSlots = ef.parallel-1, ef.parallel
 	}
 	m.Open = func() gateway.Engine {
 		launch := launcher(ef, stderr, logger)

@@ -28,7 +28,7 @@ import (
 //	    model: ~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf
 //	    mmproj: ~/models/mmproj-Qwen3.6.gguf
 //	    ctx: 65536
-//	    parallel: 2
+//	    parallel: 2             # llama-server slots; with mmproj one is kept for the images of requests that wait
 //	    args: [--temp, "0.6"]
 //	    group: small            # models of one group may stay loaded together
 //	    tool_format: qwen-xml   # the dialect calls are repaired from (default auto)

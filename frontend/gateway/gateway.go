@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	QueueTimeout time.Duration
 	// IdleUnload unloads a model nobody asked for this long; 0 keeps models loaded.
 	IdleUnload time.Duration
+	// Images bounds each data-URL image a request for a local model carries (visor's image intake): a bad one is
+	// refused at once with the reason, before the request waits for the engine.
+	Images images.Limits
 	// Recorder, when set, is given every answered exchange (storage as sessions).
 	Recorder Recorder
 	VRAM     VRAM
@@ -267,6 +271,13 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	md := e.m
+	if !md.Remote {
+		if err := checkImages(body, g.cfg.Images); err != nil {
+			g.metrics.request(req.model, http.StatusBadRequest)
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "invalid_image", "messages", "%v", err)
+			return
+		}
+	}
 	if md.ToolsAsText && req.tools {
 		f, _ := toolcall.ParseFormat(md.ToolFormat)
 		if req.upstream, err = toolsAsText(req.upstream, promptFormat(f)); err != nil {
@@ -287,7 +298,17 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 // serveChat answers one admitted request and returns the status sent.
 func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, req request) int {
 	ctx := r.Context()
-	eng, release, swapWait, err := g.pool.acquire(ctx, md.Name)
+	// A request that has to wait with images is lookahead: they are evaluated in a spare server slot meanwhile
+	// (the client going away cancels it), and the request is then sent to that slot.
+	var pre *ahead
+	reserved, key := -1, conversationKey(req.upstream)
+	if hasImages(req.upstream) && g.pool.waits(md.Name) {
+		if pre = g.startAhead(ctx, md, req); pre != nil {
+			reserved = pre.slot
+			defer func() { <-pre.done }()
+		}
+	}
+	eng, release, swapWait, slot, err := g.pool.acquireSlot(ctx, md.Name, key, reserved)
 	switch {
 	case errors.Is(err, errBusy):
 		w.Header().Set("Retry-After", "1")
@@ -301,6 +322,15 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 		return 499 // the client went away while queued
 	}
 	defer release()
+	if pre != nil {
+		<-pre.done // the request continues the sequence its prefill left
+	}
+	if slot >= 0 {
+		if req.upstream, err = setField(req.upstream, "id_slot", slot); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)
+			return http.StatusBadRequest
+		}
+	}
 	g.metrics.inflight.Add(1)
 	defer g.metrics.inflight.Add(-1)
 	t0 := time.Now()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/visorhq/visor/engine"
 )
 
 // metrics are the gateway's counters, written as Prometheus text by /metrics. Per-model counters live in
@@ -34,6 +36,8 @@ type modelStats struct {
 	swapWaitSec  float64 // swap and load time requests waited for: exposed
 	swapWaitN    int64
 	loadSec      float64 // time engines took to become ready
+	aheadN       int64   // queued requests whose images were evaluated while they waited
+	aheadSec     float64 // the server's prompt time of those prefills: hidden from the requests' first token
 }
 
 func newMetrics() *metrics {
@@ -73,6 +77,17 @@ func (m *metrics) timings(model string, t timings) {
 	s.draftOK += int64(t.DraftNAccepted)
 	if t.PredictedPerSecond > 0 {
 		s.lastTPS = t.PredictedPerSecond
+	}
+	m.mu.Unlock()
+}
+
+// queuedPrefill counts one queued request's prefill and its prompt (image encode included) time.
+func (m *metrics) queuedPrefill(model string, t *engine.Timings) {
+	m.mu.Lock()
+	s := m.stats(model)
+	s.aheadN++
+	if t != nil {
+		s.aheadSec += t.PromptMS / 1000
 	}
 	m.mu.Unlock()
 }
@@ -149,6 +164,8 @@ func (m *metrics) write(w io.Writer, loaded map[string]bool, vram VRAM) {
 		{"visor_gateway_swap_exposed_seconds_total", "counter", "Swap and load time requests waited for (none of it is hidden: the gateway loads on demand).", func(s *modelStats) float64 { return s.swapWaitSec }},
 		{"visor_gateway_swap_exposed_requests_total", "counter", "Requests that waited for a swap or load.", func(s *modelStats) float64 { return float64(s.swapWaitN) }},
 		{"visor_gateway_load_seconds_total", "counter", "Time engines took to become ready.", func(s *modelStats) float64 { return s.loadSec }},
+		{"visor_gateway_queued_prefills_total", "counter", "Queued requests whose images were evaluated in a spare server slot while they waited.", func(s *modelStats) float64 { return float64(s.aheadN) }},
+		{"visor_gateway_encode_hidden_seconds_total", "counter", "Prompt and image-encode time of those prefills: taken off the requests' time to first token.", func(s *modelStats) float64 { return s.aheadSec }},
 	}
 	models := sortedNames(m.per)
 	for _, c := range cols {

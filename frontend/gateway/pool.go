@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/session"
 )
 
 // Engine is one model's server, as the gateway uses it; *conductor.Conductor implements it.
@@ -30,6 +31,10 @@ type Model struct {
 	// Slots is how many requests run on the model at once (its llama-server --parallel); more wait in the
 	// gateway's queue. Default 1.
 	Slots int
+	// ServerSlots is the server's own slot count when it has more than Slots: then every request is pinned to
+	// a slot (id_slot, the one that served its conversation last where it is free), and a request that has to
+	// wait has its images evaluated in a spare slot meanwhile, and is sent to that slot. Default Slots.
+	ServerSlots int
 	// UpstreamModel replaces the request's "model" before it is sent on (a remote server's own name); empty sends
 	// the body unchanged.
 	UpstreamModel string
@@ -71,7 +76,14 @@ type entry struct {
 	inflight int
 	wanted   int // requests waiting for this model to be loaded
 	lastUsed time.Time
+	// With ServerSlots > Slots: the slots held by requests in flight or by queued prefills, the conversation
+	// each served last, and how many queued prefills hold one.
+	busy     []bool
+	key      []uint64
+	reserved int
 }
+
+func (e *entry) pinned() bool { return len(e.busy) > 0 }
 
 func newPool(models []Model, maxQueue int, queueTimeout, idle time.Duration, m *metrics) (*pool, error) {
 	p := &pool{changed: make(chan struct{}), entries: map[string]*entry{}, maxQueue: maxQueue,
@@ -86,7 +98,11 @@ func newPool(models []Model, maxQueue int, queueTimeout, idle time.Duration, m *
 		if md.Slots <= 0 {
 			md.Slots = 1
 		}
-		p.entries[md.Name] = &entry{m: md}
+		e := &entry{m: md}
+		if md.ServerSlots > md.Slots && !md.Remote {
+			e.busy, e.key = make([]bool, md.ServerSlots), make([]uint64, md.ServerSlots)
+		}
+		p.entries[md.Name] = e
 		p.order = append(p.order, md.Name)
 	}
 	return p, nil
@@ -119,11 +135,29 @@ func (p *pool) blocked(e *entry) bool {
 // acquire admits a request for model name and returns its engine and the release to call when the response is
 // done. swapWait reports how long the request waited for a swap (exposed swap time).
 func (p *pool) acquire(ctx context.Context, name string) (eng Engine, release func(), swapWait time.Duration, err error) {
+	eng, release, swapWait, _, err = p.acquireSlot(ctx, name, 0, -1)
+	return eng, release, swapWait, err
+}
+
+// acquireSlot is acquire for a request of conversation key that may hold a slot reserved by its prefill
+// (reserved ≥ 0; given back if the request is not admitted). slot is the server slot to send it to, -1 when the
+// model's requests are not pinned.
+func (p *pool) acquireSlot(ctx context.Context, name string, key uint64, reserved int) (eng Engine, release func(), swapWait time.Duration, slot int, err error) {
 	p.mu.Lock()
 	e := p.entries[name]
+	slot = -1
+	if reserved >= 0 {
+		defer func() {
+			if err != nil {
+				p.mu.Lock()
+				p.unreserve(e, reserved)
+				p.mu.Unlock()
+			}
+		}()
+	}
 	if p.waiting >= p.maxQueue && !(e.eng != nil && e.inflight < e.m.Slots && !p.blocked(e)) {
 		p.mu.Unlock()
-		return nil, nil, 0, errBusy
+		return nil, nil, 0, -1, errBusy
 	}
 	var timer <-chan time.Time
 	queued, wanting := false, false
@@ -145,12 +179,15 @@ func (p *pool) acquire(ctx context.Context, name string) (eng Engine, release fu
 		if e.eng != nil && e.inflight < e.m.Slots && !p.blocked(e) {
 			e.inflight++
 			eng = e.eng
+			if e.pinned() {
+				slot = p.takeSlot(e, key, reserved)
+			}
 			p.mu.Unlock()
 			if !swapStart.IsZero() {
 				swapWait = time.Since(swapStart)
 			}
 			var once sync.Once
-			return eng, func() { once.Do(func() { p.release(e) }) }, swapWait, nil
+			return eng, func() { once.Do(func() { p.release(e, slot, key) }) }, swapWait, slot, nil
 		}
 		if e.eng == nil {
 			if !wanting {
@@ -176,9 +213,9 @@ func (p *pool) acquire(ctx context.Context, name string) (eng Engine, release fu
 		select {
 		case <-ch:
 		case <-timer:
-			return nil, nil, 0, errQueueTimeout
+			return nil, nil, 0, -1, errQueueTimeout
 		case <-ctx.Done():
-			return nil, nil, 0, ctx.Err()
+			return nil, nil, 0, -1, ctx.Err()
 		}
 		p.mu.Lock()
 	}
@@ -223,8 +260,74 @@ func (p *pool) swap(e *entry) {
 	p.broadcast()
 }
 
-func (p *pool) release(e *entry) {
+// takeSlot gives an admitted request its server slot: the one its prefill reserved, else a free one that
+// served its conversation last, else any free one (the reservation rule leaves one for every admitted request).
+// Called with mu held.
+func (p *pool) takeSlot(e *entry, key uint64, reserved int) int {
+	if reserved >= 0 {
+		e.reserved--
+		return reserved
+	}
+	free := -1
+	for i, b := range e.busy {
+		if !b && e.key[i] == key {
+			free = i
+			break
+		}
+		if !b && free < 0 {
+			free = i
+		}
+	}
+	if free >= 0 {
+		e.busy[free] = true
+	}
+	return free
+}
+
+// reserve takes a spare server slot for a queued request's prefill when the policy allows one, with the
+// engine to evaluate it on; slot -1 and the reason otherwise.
+func (p *pool) reserve(name string) (Engine, int, string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[name]
+	if !e.pinned() || e.eng == nil {
+		return nil, -1, "the model's server has no slot beyond the requests it runs (set its slots above them), or it is not loaded"
+	}
+	ok, why := session.QueuedPrefill(session.Slots{Server: len(e.busy), Admit: e.m.Slots, Running: e.inflight,
+		Reserved: e.reserved, Unseen: true})
+	if !ok {
+		return nil, -1, why
+	}
+	for i := len(e.busy) - 1; i >= 0; i-- {
+		if !e.busy[i] {
+			e.busy[i] = true
+			e.reserved++
+			return e.eng, i, why
+		}
+	}
+	return nil, -1, "no free slot"
+}
+
+// unreserve gives back a reserved slot of a request that was not admitted. Called with mu held.
+func (p *pool) unreserve(e *entry, slot int) {
+	e.busy[slot] = false
+	e.reserved--
+	p.broadcast()
+}
+
+// waits reports whether a request for name would wait now.
+func (p *pool) waits(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[name]
+	return e.eng == nil || e.inflight >= e.m.Slots || p.blocked(e) || p.waiting > 0
+}
+
+func (p *pool) release(e *entry, slot int, key uint64) {
+	p.mu.Lock()
+	if slot >= 0 && slot < len(e.busy) {
+		e.busy[slot], e.key[slot] = false, key
+	}
 	e.inflight--
 	e.lastUsed = p.now()
 	p.broadcast()

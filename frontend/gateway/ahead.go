@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/images"
+)
+
+// checkImages takes every data-URL image of a chat body through visor's image intake, so a bad one is refused
+// at once, naming where it is and why, instead of after the request has waited for the engine. Images given
+// by http(s) URL are left to the server.
+func checkImages(body []byte, lim images.Limits) error {
+	var err error
+	gjson.GetBytes(body, "messages").ForEach(func(mi, m gjson.Result) bool {
+		m.Get("content").ForEach(func(pi, p gjson.Result) bool {
+			if p.Get("type").String() != "image_url" {
+				return true
+			}
+			data, ok, derr := dataURL(p.Get("image_url.url").String())
+			where := fmt.Sprintf("messages[%d].content[%d]", mi.Int(), pi.Int())
+			switch {
+			case derr != nil:
+				err = fmt.Errorf("%s: %w", where, derr)
+			case ok:
+				if _, cerr := lim.Check(data); cerr != nil {
+					err = fmt.Errorf("%s: %w", where, cerr)
+				}
+			}
+			return err == nil
+		})
+		return err == nil
+	})
+	return err
+}
+
+// dataURL decodes a data:…;base64, URL; ok is false for any other URL.
+func dataURL(u string) (data []byte, ok bool, err error) {
+	i := strings.Index(u, ";base64,")
+	if !strings.HasPrefix(u, "data:") || i < 0 {
+		return nil, false, nil
+	}
+	data, err = base64.StdEncoding.DecodeString(u[i+len(";base64,"):])
+	if err != nil {
+		return nil, true, fmt.Errorf("the image's data URL is not valid base64 (%v): send data:image/png;base64,<the file's bytes>", err)
+	}
+	return data, true, nil
+}
+
+// hasImages reports whether the last user message of a chat body carries a data-URL image: what a queued
+// request can have evaluated ahead.
+func hasImages(body []byte) bool {
+	msgs := gjson.GetBytes(body, "messages").Array()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Get("role").String() != "user" {
+			continue
+		}
+		found := false
+		msgs[i].Get("content").ForEach(func(_, p gjson.Result) bool {
+			found = p.Get("type").String() == "image_url" && strings.HasPrefix(p.Get("image_url.url").String(), "data:")
+			return !found
+		})
+		return found
+	}
+	return false
+}
+
+// conversationKey identifies a client's conversation by its first two messages, which every later request of
+// it repeats: the slot that served it last holds its cache.
+func conversationKey(body []byte) uint64 {
+	h := fnv.New64a()
+	for _, p := range []string{"messages.0", "messages.1"} {
+		h.Write([]byte(gjson.GetBytes(body, p).Raw))
+	}
+	return h.Sum64()
+}
+
+// errNoImagePrefix: the part of the prompt a prefill can evaluate holds no image.
+var errNoImagePrefix = errors.New("the prompt's shared prefix holds no image")
+
+// prefillBody has the server evaluate, on server slot slot, the prompt of body's request up to the end of its
+// last message, images included, leaving only the generation prompt. The request is known whole while it waits,
+// so the prefix comes from the server's own template: the longest part shared by the request and the request
+// followed by one more user message, which ends after the last message's end of turn. The request later sent to
+// the same slot then extends the cached sequence exactly, which recurrent models need (agent.PrefillHistory
+// does the same for visor's own turns).
+func prefillBody(ctx context.Context, c *engine.Client, body []byte, slot int) (*engine.Timings, error) {
+	x, y, err := renderPair(body)
+	if err != nil {
+		return nil, err
+	}
+	px, err := c.ApplyTemplateRaw(ctx, x)
+	if err != nil {
+		return nil, err
+	}
+	py, err := c.ApplyTemplateRaw(ctx, y)
+	if err != nil {
+		return nil, err
+	}
+	marker, err := c.MediaMarker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	prefix, n := agent.SharedImagePrefix(px, py, marker)
+	if n == 0 {
+		return nil, errNoImagePrefix
+	}
+	var imgs []string
+	gjson.GetBytes(body, "messages.#.content").ForEach(func(_, parts gjson.Result) bool {
+		parts.ForEach(func(_, p gjson.Result) bool {
+			if u := p.Get("image_url.url").String(); p.Get("type").String() == "image_url" {
+				if i := strings.Index(u, ";base64,"); strings.HasPrefix(u, "data:") && i >= 0 {
+					imgs = append(imgs, u[i+len(";base64,"):])
+				}
+			}
+			return true
+		})
+		return true
+	})
+	if len(imgs) < n {
+		return nil, fmt.Errorf("the rendered prefix holds %d images but the request only %d data-URL ones", n, len(imgs))
+	}
+	return c.Evaluate(ctx, prefix, imgs[:n], engine.Extra{IDSlot: &slot})
+}
+
+// renderPair is body, and body with one more user message, for rendering only.
+func renderPair(body []byte) (x, y []byte, err error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, nil, err
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(req["messages"], &msgs); err != nil {
+		return nil, nil, fmt.Errorf("messages: %w", err)
+	}
+	delete(req, "stream")
+	if x, err = json.Marshal(req); err != nil {
+		return nil, nil, err
+	}
+	if req["messages"], err = json.Marshal(append(msgs, json.RawMessage(`{"role":"user","content":"A"}`))); err != nil {
+		return nil, nil, err
+	}
+	y, err = json.Marshal(req)
+	return x, y, err
+}
+
+// ahead is a queued request's prefill in flight.
+type ahead struct {
+	slot int
+	done chan struct{}
+	tm   *engine.Timings
+	err  error
+	took time.Duration
+}
+
+// startAhead reserves a spare server slot for a request that has to wait and evaluates its images there while
+// it waits; nil when the policy finds no slot (see session.QueuedPrefill) or the model is not loaded.
+func (g *Gateway) startAhead(ctx context.Context, md Model, req request) *ahead {
+	eng, slot, why := g.pool.reserve(md.Name)
+	if slot < 0 {
+		g.cfg.Logger.Debug("gateway: no prefill for a queued request", "model", md.Name, "why", why)
+		return nil
+	}
+	g.cfg.Logger.Info("gateway: prefilling a queued request", "model", md.Name, "slot", slot, "why", why)
+	a := &ahead{slot: slot, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		t0 := time.Now()
+		r, err := eng.EnsureReady(ctx)
+		if err == nil {
+			a.tm, err = prefillBody(ctx, engine.NewClient(r.URL, md.APIKey), req.upstream, slot)
+		}
+		a.err, a.took = err, time.Since(t0)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.cfg.Logger.Warn("gateway: queued prefill failed; the images are encoded with the request", "model", md.Name, "err", err)
+			}
+			return
+		}
+		g.metrics.queuedPrefill(md.Name, a.tm)
+	}()
+	return a
+}
