@@ -13,6 +13,7 @@ import (
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
@@ -75,6 +76,7 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	svc := testkit.Service(t, srv, st, func(c *session.Config) {
 		c.Agent.Tools = g.registry(t)
 		c.Slots, c.ServerSlots = 1, 2
+		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
 	})
 	ctx := context.Background()
 	a, err := svc.Open(ctx, session.OpenOptions{Title: "running"})
@@ -247,12 +249,20 @@ func TestNextPrefill(t *testing.T) {
 	}
 }
 
-// prefillEvent is the stored queued prefill of a session.
+// prefillEvent is the stored queued prefill of a session; the scheduler's decision to make it must be stored
+// too, saying the request waited in the engine's queue.
 func prefillEvent(t *testing.T, st *memory.Store, id string) engine.Timings {
 	t.Helper()
 	evs, err := st.EngineEvents(context.Background(), id, 100)
 	if err != nil {
 		t.Fatal(err)
+	}
+	decided := false
+	for _, e := range evs {
+		decided = decided || e.Kind == memory.EngineDecision && strings.Contains(string(e.Detail), "number 1 in the engine's queue")
+	}
+	if !decided {
+		t.Errorf("no stored scheduler decision for the queued turn: %+v", evs)
 	}
 	for _, e := range evs {
 		var d struct {

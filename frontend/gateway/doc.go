@@ -12,6 +12,11 @@
 // at pos N": asked again with tool_choice "none" and parsed here), into proper tool_calls; when streaming, it
 // holds back only what the parser holds back. Every such repair is counted in /metrics.
 //
+// A request's data-URL images go through visor's image intake before it queues. With Model.ServerSlots above
+// Slots, requests are pinned to server slots and a waiting request's images are evaluated in a spare one
+// (session.QueuedPrefill says when), then the request is sent there; /metrics counts those prefills and their
+// hidden time.
+//
 // Requests go through httpguard: loopback Host and same-origin checks, JSON bodies only, and an API key
 // required to listen off loopback. Requests beyond a model's slots wait in a bounded queue (429 when it is full,
 // 503 after the queue timeout, both with Retry-After).
