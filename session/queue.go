@@ -333,6 +333,24 @@ func (svc *Service) planQueued(t *ticket, ahead int) bool {
 	return prefill
 }
 
+// affinity is the server slot for a prefill of sess's next turn outside the queue (an attached image): its
+// own slot, or a free one that becomes its own, so the turn finds the prefill where it will run; -1 (the server
+// chooses) when every slot is held by another session's turn.
+func (q *engineQueue) affinity(sess *Session) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, t := range append(append([]*ticket(nil), q.running...), q.waiting...) {
+		if t.sess == sess && t.slot >= 0 {
+			return t.slot
+		}
+	}
+	slot := q.freeSlotLocked(sess)
+	if slot >= 0 {
+		sess.slot = slot + 1
+	}
+	return slot
+}
+
 // counts reports the turns running on the engine and waiting for it.
 func (q *engineQueue) counts() (running, waiting int) {
 	q.mu.Lock()

@@ -283,9 +283,13 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 		if user != nil {
 			images = len(user.Images)
 		}
+		slot := -1
+		if q := s.svc.queue; q != nil {
+			slot = q.affinity(s)
+		}
 		start := time.Now()
 		var tm *engine.Timings
-		a, err := s.svc.build(r, p)
+		a, err := s.svc.buildOn(r, p, slot)
 		if err == nil {
 			if user != nil {
 				tm, err = a.Prefill(ctx, history, *user)
