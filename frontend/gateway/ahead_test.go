@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,19 +23,35 @@ import (
 	"github.com/visorhq/visor/internal/testkit"
 )
 
-// heldEngine is a real llama-server whose first EnsureReady waits for release: the request that made it holds
-// its slot in the gateway for as long as the test wants, as a long generation would, without a sleep.
+// heldEngine is a real llama-server whose next EnsureReady calls (as many as hold says) wait for release: a
+// request held there keeps its slot in the gateway for as long as the test wants, as a long generation would,
+// without a sleep. Each held call is announced on entered.
 type heldEngine struct {
-	r                conductor.Ready
-	first            atomic.Bool
-	entered, release chan struct{}
+	r       conductor.Ready
+	entered chan struct{}
+	mu      sync.Mutex
+	holds   int
+	release chan struct{}
+}
+
+func (e *heldEngine) hold(n int) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.holds, e.release = n, make(chan struct{})
+	return e.release
 }
 
 func (e *heldEngine) EnsureReady(ctx context.Context) (conductor.Ready, error) {
-	if e.first.CompareAndSwap(false, true) {
-		close(e.entered)
+	e.mu.Lock()
+	held, release := e.holds > 0, e.release
+	if held {
+		e.holds--
+	}
+	e.mu.Unlock()
+	if held {
+		e.entered <- struct{}{}
 		select {
-		case <-e.release:
+		case <-release:
 		case <-ctx.Done():
 			return conductor.Ready{}, ctx.Err()
 		}
@@ -52,7 +68,7 @@ func (e *heldEngine) Close(context.Context) error                          { ret
 // once served its prompt_n is only its new text. /metrics counts the prefill and its hidden time.
 func TestQueuedRequestIsPrefilled(t *testing.T) {
 	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{}, llamacpp.Config{Parallel: 2})
-	eng := &heldEngine{r: testkit.ReadyOf(srv), entered: make(chan struct{}), release: make(chan struct{})}
+	eng := &heldEngine{r: testkit.ReadyOf(srv), entered: make(chan struct{}, 8)}
 	gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "tiny", Slots: 1, ServerSlots: 2,
 		Open: func() gateway.Engine { return eng }}}})
 	if err != nil {
@@ -65,12 +81,16 @@ func TestQueuedRequestIsPrefilled(t *testing.T) {
 		status int
 		body   []byte
 	}
-	post := func(body string) <-chan answer {
+	postCtx := func(ctx context.Context, body string) <-chan answer {
 		out := make(chan answer, 1)
 		go func() {
-			resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				t.Errorf("POST: %v", err)
+				if ctx.Err() == nil {
+					t.Errorf("POST: %v", err)
+				}
 				out <- answer{}
 				return
 			}
@@ -80,6 +100,7 @@ func TestQueuedRequestIsPrefilled(t *testing.T) {
 		}()
 		return out
 	}
+	post := func(body string) <-chan answer { return postCtx(context.Background(), body) }
 	withImage := func(text string, data []byte) string {
 		b, _ := json.Marshal(map[string]any{"model": "tiny", "messages": []any{map[string]any{"role": "user", "content": []any{
 			map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(data)}},
@@ -87,7 +108,9 @@ func TestQueuedRequestIsPrefilled(t *testing.T) {
 		}}}})
 		return string(b)
 	}
-	first := post(`{"model":"tiny","messages":[{"role":"user","content":"hello"}]}`)
+	hello := `{"model":"tiny","messages":[{"role":"user","content":"hello"}]}`
+	release := eng.hold(1)
+	first := post(hello)
 	<-eng.entered
 
 	bad := <-post(withImage("look", []byte("not an image")))
@@ -117,7 +140,7 @@ func TestQueuedRequestIsPrefilled(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(eng.release)
+	close(release)
 	if a := <-first; a.status != http.StatusOK {
 		t.Fatalf("first request: %d %s", a.status, a.body)
 	}
@@ -148,5 +171,29 @@ func TestQueuedRequestIsPrefilled(t *testing.T) {
 		t.Error("no hidden encode time in /metrics")
 	} else if v, _ := strconv.ParseFloat(m[1], 64); v <= 0 {
 		t.Errorf("hidden encode time %v in /metrics, want > 0", m[1])
+	}
+
+	// A client that goes away while its request waits takes the prefill with it: held here before it reaches
+	// the server, it is canceled, not carried out, and the request is counted as the client's (499).
+	release = eng.hold(2)
+	again := post(hello)
+	<-eng.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := postCtx(ctx, withImage(question, testkit.PNG(t, 20, 28)))
+	<-eng.entered // the waiting request's prefill asks for the engine
+	cancel()
+	<-gone
+	left := regexp.MustCompile(`visor_gateway_requests_total\{model="tiny",code="499"\} 1`)
+	for deadline := time.Now().Add(time.Minute); !left.MatchString(metrics()); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request whose client left is not counted as 499:\n%s", metrics())
+		}
+	}
+	close(release)
+	if a := <-again; a.status != http.StatusOK {
+		t.Fatalf("the request after the one that left: %d %s", a.status, a.body)
+	}
+	if m := prefills.FindStringSubmatch(metrics()); m == nil || m[1] != "1" {
+		t.Errorf("queued prefills %v after a client left, want still 1: its prefill was carried out", m)
 	}
 }
