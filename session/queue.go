@@ -93,11 +93,11 @@ func QueuedPrefill(s Slots) (bool, string) {
 func nextPrefill(s Slots, states []aheadState) (int, string) {
 	for i, st := range states {
 		if st == aheadWanted {
-			if ok, why := QueuedPrefill(s); !ok {
+			ok, why := QueuedPrefill(s)
+			if !ok {
 				return -1, why
-			} else {
-				return i, why
 			}
+			return i, why
 		}
 	}
 	return -1, "no queued turn has images to prefill"
@@ -161,12 +161,17 @@ func (q *engineQueue) broadcastLocked() {
 // error if the request ends first; its prefill is canceled then.
 func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err error) {
 	t.ctx, t.slot = ctx, -1
-	q.mu.Lock()
-	if len(t.user.Images) > 0 && !q.svc.cfg.NoPrefill && (len(q.running) >= q.slots || len(q.waiting) > 0) {
-		if q.svc.planQueued(t, len(q.waiting)) {
+	if len(t.user.Images) > 0 && !q.svc.cfg.NoPrefill {
+		// The scheduler is asked (and its decision stored) outside the queue's lock; what it sees of the queue
+		// may be a moment old.
+		q.mu.Lock()
+		waits, ahead := len(q.running) >= q.slots || len(q.waiting) > 0, len(q.waiting)
+		q.mu.Unlock()
+		if waits && q.svc.planQueued(t, ahead) {
 			t.ahead = aheadWanted
 		}
 	}
+	q.mu.Lock()
 	q.waiting = append(q.waiting, t)
 	for {
 		if len(q.running) < q.slots && q.waiting[0] == t {

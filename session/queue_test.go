@@ -238,6 +238,8 @@ func TestNextPrefill(t *testing.T) {
 		{"the spare slot already prefilled", session.Slots{Server: 2, Admit: 1, Running: 1, Reserved: 1}, -1, "no spare"},
 		{"a slot kept for the next admitted turn", session.Slots{Server: 3, Admit: 2, Running: 1}, 1, "spare"},
 		{"the slot kept is the only free one", session.Slots{Server: 2, Admit: 2, Running: 1}, -1, "kept for requests"},
+		{"gaps not seen (the gateway): at once", session.Slots{Server: 2, Admit: 1, Running: 1, Generating: 1, Unseen: true}, 1, "not seen"},
+		{"gaps not seen, no spare slot", session.Slots{Server: 1, Admit: 1, Running: 1, Unseen: true}, -1, "no spare"},
 	} {
 		got, why := session.NextPrefill(c.s, wanted)
 		if got != c.want || !strings.Contains(why, c.why) {
