@@ -167,7 +167,12 @@ func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err
 		q.mu.Lock()
 		waits, ahead := len(q.running) >= q.slots || len(q.waiting) > 0, len(q.waiting)
 		q.mu.Unlock()
-		if waits && q.svc.planQueued(t, ahead) {
+		carried := "yes: in a spare server slot, while no running turn generates"
+		if q.server <= q.slots {
+			carried = fmt.Sprintf("no: all %d server slot(s) are kept for running turns; start llama-server with one more --parallel slot "+
+				"than turns for lookahead", q.server)
+		}
+		if waits && q.svc.planQueued(t, ahead, carried) && q.server > q.slots {
 			t.ahead = aheadWanted
 		}
 	}
@@ -305,8 +310,9 @@ func (q *engineQueue) prefill(t *ticket, slot int, done chan struct{}) {
 }
 
 // planQueued asks the scheduler about a turn that has to wait for the engine behind ahead others, records its
-// decisions and reports whether to prefill the turn's images while it waits. Without a scheduler it does.
-func (svc *Service) planQueued(t *ticket, ahead int) bool {
+// decisions (a prefill with carried, what will become of it) and reports whether to prefill the turn's images
+// while it waits. Without a scheduler it does.
+func (svc *Service) planQueued(t *ticket, ahead int, carried string) bool {
 	sched := svc.cfg.Scheduler
 	if sched == nil {
 		return true
@@ -323,17 +329,17 @@ func (svc *Service) planQueued(t *ticket, ahead int) bool {
 	}
 	prefill := false
 	for _, a := range sched.Plan(obs) {
-		carried := "yes: in a spare server slot, while no running turn generates"
+		why := carried
 		switch a.Kind {
 		case swap.ActPrefill:
 			prefill = true
 		case swap.ActRelaunch:
 			// Relaunching would throw away the running turns' caches.
-			carried = "no: other turns are running on the engine"
+			why = "no: other turns are running on the engine"
 		default:
-			carried = "no: the conductor warms the engine up at start"
+			why = "no: the conductor warms the engine up at start"
 		}
-		svc.recordDecision(s.id, a, carried)
+		svc.recordDecision(s.id, a, why)
 	}
 	return prefill
 }
