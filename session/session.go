@@ -109,7 +109,15 @@ type Config struct {
 	// at once. Profile is the engine's current profile for it (default resident, or text-only without vision).
 	Scheduler *swap.Scheduler
 	Profile   swap.Profile
-	Logger    *slog.Logger
+	// EngineCosts names a ready engine's cost model; with it every evaluation, generation and relaunch the
+	// service observes is measured into that model (Costs keeps it between processes) and the scheduler plans
+	// with it. Nil: the scheduler keeps Scheduler.Costs as given.
+	EngineCosts func(r conductor.Ready) (EngineCosts, bool)
+	Costs       CostBook
+	// ImageTokens is how many prompt tokens a w×h image takes in this engine (its projector's rule); default
+	// Qwen-VL's (swap.ImageTokens).
+	ImageTokens func(w, h int) int
+	Logger      *slog.Logger
 }
 
 // Agent is what a turn needs from the agent; *agent.Agent implements it.
@@ -147,6 +155,9 @@ type Service struct {
 	relaunching bool
 	propsMu     sync.Mutex
 	props       map[int]llamacpp.Props // by engine generation
+	costMu      sync.Mutex
+	cost        *engineCosts // the running engine's, nil until it is first ready
+	relaunchAt  bool         // a relaunch was reported and its ready event is still to come
 }
 
 // New checks cfg and returns a Service.
@@ -282,8 +293,23 @@ func (s *Service) register(sess *Session) *Session {
 }
 
 // RecordEngineEvent stores an engine event in every open stored session, so each shows what the server did
-// while it ran (starts, crashes, restarts, relaunches). Conductor.OnEvent calls it.
+// while it ran (starts, crashes, restarts, relaunches), and measures a relaunch's duration into the cost model of
+// the engine it started. Conductor.OnEvent calls it.
 func (s *Service) RecordEngineEvent(ev conductor.Event) {
+	switch ev.Kind {
+	case conductor.EventRelaunching:
+		s.mu.Lock()
+		s.relaunchAt = true
+		s.mu.Unlock()
+	case conductor.EventReady:
+		s.mu.Lock()
+		was := s.relaunchAt
+		s.relaunchAt = false
+		s.mu.Unlock()
+		if was {
+			s.noteRelaunch(ev.Duration)
+		}
+	}
 	if s.cfg.Store == nil {
 		return
 	}
@@ -403,6 +429,7 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	if err != nil {
 		return r, llamacpp.Props{}, err
 	}
+	s.costsFor(ctx, r)
 	s.propsMu.Lock()
 	p, ok := s.props[r.Generation]
 	s.propsMu.Unlock()

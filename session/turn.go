@@ -1,11 +1,9 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"image"
 	"net/http"
 	"sync"
 	"time"
@@ -127,14 +125,14 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 // aheadLocked asks the scheduler what to do now that the lookahead changed, and reports whether to prefill the
 // pending images. Called with s.mu held. Without a scheduler every attached image is prefilled at once.
 func (s *Session) aheadLocked() bool {
-	sched := s.svc.cfg.Scheduler
+	sched := s.svc.scheduler()
 	if sched == nil {
 		return true
 	}
 	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
-		Context: contextOf(s.history), History: s.records, LastRelaunch: -1}
+		Context: contextOf(s.history, s.svc.imageTokens), History: s.records, LastRelaunch: -1}
 	for i, im := range s.pending {
-		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: time.Since(s.svc.started)})
+		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: s.svc.imageTokens(im), Known: time.Since(s.svc.started)})
 	}
 	prefill := false
 	for _, a := range sched.Plan(obs) {
@@ -153,7 +151,7 @@ func (s *Session) aheadLocked() bool {
 }
 
 // contextOf is what the engine's cache holds for a conversation, as the scheduler counts it.
-func contextOf(history []agent.Message) swap.Context {
+func contextOf(history []agent.Message, imageTokens func(tools.Image) int) swap.Context {
 	var c swap.Context
 	for _, m := range history {
 		for _, im := range m.Images {
@@ -168,15 +166,6 @@ func contextOf(history []agent.Message) swap.Context {
 	return c
 }
 
-// imageTokens estimates an image's encoder tokens from its size (Qwen-VL's dynamic resolution, engine/swap).
-func imageTokens(im tools.Image) int {
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(im.Data))
-	if err != nil {
-		return 256
-	}
-	return swap.ImageTokens(cfg.Width, cfg.Height)
-}
-
 // prefillChain evaluates the pending images until it has caught up with them.
 func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
 	defer close(done)
@@ -188,6 +177,7 @@ func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
 			s.mu.Unlock()
 			return
 		}
+		prev := s.prefilled
 		sent = len(s.pending)
 		history := append([]agent.Message(nil), s.history...)
 		user := agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
@@ -205,6 +195,12 @@ func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
 					took := time.Since(start)
 					s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", len(user.Images), "took", took)
 					s.svc.recordPrefill(s.id, len(user.Images), took, tm)
+					// Images an earlier prefill evaluated come from the cache: only the new ones are encoded.
+					tokens := 0
+					for _, im := range user.Images[min(prev, len(user.Images)):] {
+						tokens += s.svc.imageTokens(im)
+					}
+					s.svc.observe(s.svc.evalSample(tm, tokens, s.svc.measuredTextRate()))
 				}
 			}
 		}
@@ -363,6 +359,7 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 
 // keep appends a turn's messages to the in-memory history and moves the session to where it was stored.
 func (s *Session) keep(sessionID string, added []agent.Message) {
+	s.svc.observe(s.svc.turnSamples(added, s.svc.currentProfile())...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.history = append(s.history, added...)

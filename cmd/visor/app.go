@@ -102,7 +102,8 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	var svc *session.Service
 	restarting := false
-	a.cond = conductor.New(conductor.Config{Launch: launcher(t.engine, stderr, logger), APIKey: t.engine.apiKey,
+	seen := &launchedEngine{}
+	a.cond = conductor.New(conductor.Config{Launch: launcher(t.engine, stderr, logger, seen), APIKey: t.engine.apiKey,
 		Logger: logger, OnEvent: func(ev conductor.Event) {
 			switch ev.Kind {
 			case conductor.EventCrashed:
@@ -122,16 +123,18 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}})
 	cond := a.cond
 	a.closers = append(a.closers, func() { _ = cond.Close(context.Background()) })
-	// The scheduler decides ahead of each request from the lookahead; the seed's measured costs until the
-	// engine's own are measured.
+	// The scheduler decides ahead of each request from the lookahead: with the engine's stored measurements,
+	// or the seed's (§9's on an H200) until it has some.
 	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
 	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: t.engine.profile(t.modelName),
 		Logger:        logger, Images: a.limits, Scheduler: sched,
+		EngineCosts: seen.costs, ImageTokens: projectorTokens(t.engine.mmproj),
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
 	if a.store != nil {
 		scfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
+		scfg.Costs = session.StoredCosts{Rows: a.store}
 	}
 	if svc, err = session.New(scfg); err != nil {
 		return a, err
@@ -143,7 +146,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 // ensureEngine starts the engine now, for commands that serve many requests (chat, web, mcp serve), so a model
 // that cannot load fails at start instead of at the first message.
 func (a *app) ensureEngine(ctx context.Context) error {
-	if _, err := a.cond.EnsureReady(ctx); err != nil {
+	if err := a.svc.EnsureReady(ctx); err != nil {
 		return fmt.Errorf("the engine: %w", err)
 	}
 	return nil
@@ -184,15 +187,18 @@ func expandHome(p string) string {
 
 // launcher starts the engine for the conductor: an --endpoint or a `visor serve` engine is used as it is, a
 // model is started by the plan, and a restart after a crash comes back at the same address.
-func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.Launch {
+// seen, when not nil, hears what each launch started, for the engine's cost model.
+func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launchedEngine) conductor.Launch {
 	var last *llamacpp.Server
 	return func(ctx context.Context, mode string) (conductor.Process, error) {
 		if e.endpoint != "" {
+			seen.remote(engine.RedactURL(e.endpoint))
 			return conductor.Remote{Addr: e.endpoint}, nil
 		}
 		if last == nil {
 			if _, st, ok := findServed(ctx, e); ok {
 				fmt.Fprintf(stderr, "reusing the engine `visor serve` (pid %d) runs at %s\n", st.VisorPID, st.URL)
+				seen.remote("visor serve " + filepath.Base(e.model))
 				return conductor.Remote{Addr: st.URL}, nil
 			}
 		}
@@ -206,6 +212,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				return nil, err
 			}
 			last = srv
+			seen.started(e, srv, seen.gpuName())
 			return srv, nil
 		}
 		logDir := filepath.Join(llamacpp.InstallDir(), "logs")
@@ -220,7 +227,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				}
 			},
 		}
-		srv, onGPU, err := startEngine(ctx, e, mode, cfg, stderr, logger)
+		srv, gpu, err := startEngine(ctx, e, mode, cfg, stderr, logger)
 		if err != nil {
 			prog.Done("failed")
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
@@ -233,7 +240,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 			}
 		}
 		prog.Done("ready")
-		if onGPU && e.warmup {
+		if gpu != "" && e.warmup {
 			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it
 			// now, with progress on screen, rather than silently on the user's first screenshot.
 			c := srv.Client()
@@ -247,6 +254,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 			}
 		}
 		last = srv
+		seen.started(e, srv, gpu)
 		return srv, nil
 	}
 }

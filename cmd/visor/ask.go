@@ -50,20 +50,21 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 }
 
 // startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
-// out-of-memory), otherwise with the flags as given. onGPU says the plan put the server on a GPU it found.
-func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, onGPU bool, _ error) {
-	plain := func() (*llamacpp.Server, bool, error) {
+// out-of-memory), otherwise with the flags as given. gpu names the GPU the plan put the server on; empty when
+// it found none.
+func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, gpu string, _ error) {
+	plain := func() (*llamacpp.Server, string, error) {
 		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
 		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
 		s, err := llamacpp.Start(ctx, cfg)
-		return s, false, err
+		return s, "", err
 	}
 	switch e.plan {
 	case "off":
 		return plain()
 	case "auto":
 	default:
-		return nil, false, fmt.Errorf("--plan %q: use auto or off", e.plan)
+		return nil, "", fmt.Errorf("--plan %q: use auto or off", e.plan)
 	}
 	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
 		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
@@ -76,16 +77,19 @@ func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.C
 		return plain()
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
+		return nil, "", fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
 	}
 	res.Prefer = vram.Mode(mode)
 	srv, used, placed, err := launch.StartChecked(ctx, cfg, res, launch.Reporter(stderr))
 	if err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
 	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
 	reportPlacement(stderr, placed)
-	return srv, launch.WantFor(res, used.Args).GPU != "", nil
+	if launch.WantFor(res, used.Args).GPU == "" {
+		return srv, "", nil
+	}
+	return srv, res.GPU.Name, nil
 }
 
 // toolFlags select built-in tools.

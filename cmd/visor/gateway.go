@@ -150,7 +150,7 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 		m.Slots = 64 // the remote server queues for itself
 	}
 	m.Open = func() gateway.Engine {
-		launch := launcher(ef, stderr, logger)
+		launch := launcher(ef, stderr, logger, nil)
 		var advertised string
 		c := conductor.New(conductor.Config{APIKey: ef.apiKey, Logger: logger,
 			Launch: func(ctx context.Context, mode string) (conductor.Process, error) {

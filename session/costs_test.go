@@ -1,0 +1,174 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/tools"
+)
+
+// costProjector encodes an image in tens of milliseconds on one CPU thread: slow enough that its time per image
+// token stands out of the request's overhead, fast enough for CI. 112/14 = 8, so 64 tokens per image.
+var costProjector = testmodel.ProjectorOptions{ImageSize: 112, PatchSize: 14, EmbeddingLength: 128, Blocks: 4, Heads: 4}
+
+// TestMeasuredCostsAreStoredAndPlannedWith runs turns on the real llama-server with a text question, an image
+// sent with the question and an image attached ahead (prefilled): the engine's cost model in the store then holds
+// prompt and encode numbers within a sane factor of what the server's timings say, on the CPU side of the split
+// (the engine has no GPU) and never on the GPU's; a new service over the same file (a restart) plans with them:
+// the scheduler's reason for prefilling names the measured encode time, not the seed's.
+func TestMeasuredCostsAreStoredAndPlannedWith(t *testing.T) {
+	dir := t.TempDir()
+	chat, proj := filepath.Join(dir, "chat.gguf"), filepath.Join(dir, "proj.gguf")
+	if err := testmodel.WriteChatFile(chat); err != nil {
+		t.Fatal(err)
+	}
+	if err := testmodel.WriteProjectorFile(proj, costProjector); err != nil {
+		t.Fatal(err)
+	}
+	imageTokens, err := costProjector.ImageTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := enginetest.Start(t, llamacpp.Config{Model: chat, MMProj: proj, Ctx: 4096, Parallel: 1})
+	st := openStore(t)
+	key := swap.Key{Model: "chat.gguf", Projector: "proj.gguf", Flags: "-t 1"}
+	defaults := swap.SeedCosts()
+	defaults.Profiles = []swap.Profile{swap.VisionCPU}
+	tune := func(c *session.Config) {
+		c.Vision = session.VisionYes
+		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
+		c.Costs = session.StoredCosts{Rows: st}
+		c.EngineCosts = func(conductor.Ready) (session.EngineCosts, bool) {
+			return session.EngineCosts{Key: key, EncodesOnCPU: true, Defaults: defaults}, true
+		}
+		c.ImageTokens = func(int, int) int { return imageTokens }
+	}
+	svc := testkit.Service(t, srv, st, tune)
+	ctx := context.Background()
+	sess, err := svc.Open(ctx, session.OpenOptions{Title: "costs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	var text []engine.Timings
+	var images []engine.ImageSample
+	long := "please answer this question about the weather " + strings.Repeat("and the sea ", 8)
+	res, err := sess.Turn(ctx, long, nil, nil)
+	if err != nil || res.Final.Timings == nil {
+		t.Fatalf("text turn: %v", err)
+	}
+	text = append(text, *res.Final.Timings)
+	for i := range 2 {
+		res, err = sess.Turn(ctx, "and this?", []tools.Image{{MIME: "image/png", Data: testkit.PNG(t, 40+i, 40)}}, nil)
+		if err != nil || res.Final.Timings == nil {
+			t.Fatalf("image turn %d: %v", i, err)
+		}
+		images = append(images, engine.ImageSample{Timings: *res.Final.Timings, ImageTokens: imageTokens})
+	}
+	if _, err := sess.Attach(ctx, testkit.PNG(t, 50, 40)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = sess.Turn(ctx, "and the attached one?", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.EngineEvents(ctx, sess.ID(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind != memory.EnginePrefill {
+			continue
+		}
+		var d struct {
+			PromptN  int     `json:"prompt_n"`
+			PromptMS float64 `json:"prompt_ms"`
+		}
+		if err := json.Unmarshal(e.Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		images = append(images, engine.ImageSample{Timings: engine.Timings{PromptN: d.PromptN, PromptMS: d.PromptMS}, ImageTokens: imageTokens})
+	}
+	if len(images) != 3 {
+		t.Fatalf("want 2 image turns and 1 prefill, got %d image samples (events %+v)", len(images), evs)
+	}
+	want := engine.MeasureCosts(text, images)
+
+	stored, ok, err := session.StoredCosts{Rows: st}.LoadCosts(ctx, key)
+	if err != nil || !ok {
+		t.Fatalf("no cost model stored for %s: %v", key.String(), err)
+	}
+	within := func(name string, got, want float64) {
+		t.Helper()
+		if want <= 0 || got < want/3 || got > want*3 {
+			t.Errorf("%s = %.4g, timings say %.4g: want within a factor of 3", name, got, want)
+		}
+	}
+	t.Logf("stored: prompt %.0f tokens/s, CPU encode %s per image token, samples %v; timings: %.0f tokens/s, %s per image token",
+		stored.PrefillTokensPerSecond, stored.EncodeCPU.D(), stored.Samples, want.PromptTokensPerSecond, want.ImagePerToken)
+	within("prefill tokens/s", stored.PrefillTokensPerSecond, want.PromptTokensPerSecond)
+	within("CPU encode ms per image token", float64(stored.EncodeCPU)/1e6, float64(want.ImagePerToken)/1e6)
+	if stored.Samples["encode_cpu_per_token"] != 3 || stored.Samples["encode_gpu_per_token"] != 0 {
+		t.Errorf("encode samples %v: want 3 on the CPU (two turns, one prefill) and none on the GPU", stored.Samples)
+	}
+	if stored.EncodeGPU != defaults.EncodeGPU {
+		t.Errorf("GPU encode moved to %s on a CPU engine", stored.EncodeGPU.D())
+	}
+	if n := stored.Samples["tokens_per_second."+string(swap.VisionCPU)]; n < 4 {
+		t.Errorf("generation samples %d, want one per step (4)", n)
+	}
+	if stored.Samples["prefill_tokens_per_second"] < 1 {
+		t.Errorf("no prompt samples: %v", stored.Samples)
+	}
+
+	// A restart: a new service over the same file plans with the stored numbers.
+	svc2 := testkit.Service(t, srv, st, tune)
+	if err := svc2.EnsureReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, known := svc2.Costs()
+	if !known || got.EncodeCPU != stored.EncodeCPU || got.PrefillTokensPerSecond != stored.PrefillTokensPerSecond {
+		t.Fatalf("after a restart the engine's costs are %+v (known %v), want the stored %+v", got, known, stored)
+	}
+	sess2, err := svc2.Open(ctx, session.OpenOptions{Title: "after restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess2.Close()
+	if _, err := sess2.Attach(ctx, testkit.PNG(t, 60, 40)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess2.Turn(ctx, "and now?", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = st.EngineEvents(ctx, sess2.ID(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler's words for the encode it expects: the measured per-token time, in the restarted engine's
+	// profile (the CPU one, the only one its cost model offers).
+	est := fmt.Sprintf("encode now (%s", time.Duration(imageTokens*int64OfDuration(got.EncodeCPU)).Round(time.Millisecond))
+	seen := false
+	for _, e := range evs {
+		seen = seen || e.Kind == memory.EngineDecision && strings.Contains(string(e.Detail), est)
+	}
+	if !seen {
+		t.Fatalf("no decision priced with the measured encode (%q): %+v", est, evs)
+	}
+}
+
+func int64OfDuration(d swap.Duration) int { return int(d) }
