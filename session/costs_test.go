@@ -125,6 +125,9 @@ func TestMeasuredCostsAreStoredAndPlannedWith(t *testing.T) {
 	if stored.Samples["encode_cpu_per_token"] != 3 || stored.Samples["encode_gpu_per_token"] != 0 {
 		t.Errorf("encode samples %v: want 3 on the CPU (two turns, one prefill) and none on the GPU", stored.Samples)
 	}
+	if stored.Key != key {
+		t.Errorf("stored under key %+v, want %+v", stored.Key, key)
+	}
 	if stored.EncodeGPU != defaults.EncodeGPU {
 		t.Errorf("GPU encode moved to %s on a CPU engine", stored.EncodeGPU.D())
 	}

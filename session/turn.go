@@ -35,6 +35,7 @@ type Session struct {
 	prefill    chan struct{} // closed when the latest prefill ended
 	turns      int
 	records    []swap.StepRecord // finished steps, for the scheduler
+	notes      []*aheadNote      // actions taken for the next message, for --explain
 	busy       bool
 	queued     int
 }
@@ -114,37 +115,46 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 	}
 	s.pending = append(s.pending, im)
 	s.pendBytes += int64(len(im.Data))
-	if !cfg.NoPrefill && s.prefill == nil && s.aheadLocked() {
-		done := make(chan struct{})
-		s.prefill = done
-		go s.prefillChain(context.WithoutCancel(ctx), done)
+	if !cfg.NoPrefill && s.prefill == nil {
+		if note := s.aheadLocked(); note != nil {
+			done := make(chan struct{})
+			s.prefill = done
+			go s.prefillChain(context.WithoutCancel(ctx), done, note)
+		}
 	}
 	return im, nil
 }
 
-// aheadLocked asks the scheduler what to do now that the lookahead changed, and reports whether to prefill the
-// pending images. Called with s.mu held. Without a scheduler every attached image is prefilled at once.
-func (s *Session) aheadLocked() bool {
+// aheadLocked asks the scheduler what to do now that the lookahead changed, and returns the prefill action it
+// chose (nil: none), kept for --explain with the others. Called with s.mu held. Without a scheduler every
+// attached image is prefilled at once.
+func (s *Session) aheadLocked() *aheadNote {
 	sched := s.svc.scheduler()
 	if sched == nil {
-		return true
+		n := &aheadNote{action: swap.Action{Kind: swap.ActPrefill, Images: make([]int, len(s.pending)),
+			Reason: "every attached image is evaluated at once"}, carried: "yes", at: time.Now()}
+		s.notes = append(s.notes, n)
+		return n
 	}
 	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
 		Context: contextOf(s.history, s.svc.imageTokens), History: s.records, LastRelaunch: -1}
 	for i, im := range s.pending {
 		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: s.svc.imageTokens(im), Known: time.Since(s.svc.started)})
 	}
-	prefill := false
+	var prefill *aheadNote
 	for _, a := range sched.Plan(obs) {
 		carried := "yes"
+		n := &aheadNote{action: a, at: time.Now()}
 		switch a.Kind {
 		case swap.ActPrefill:
-			prefill = true
+			prefill = n
 		case swap.ActRelaunch:
 			carried = s.svc.relaunch(a.Profile)
 		default:
 			carried = "no: the conductor warms the engine up at start"
 		}
+		n.carried = carried
+		s.notes = append(s.notes, n)
 		s.svc.recordDecision(s.id, a, carried)
 	}
 	return prefill
@@ -167,7 +177,7 @@ func contextOf(history []agent.Message, imageTokens func(tools.Image) int) swap.
 }
 
 // prefillChain evaluates the pending images until it has caught up with them.
-func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
+func (s *Session) prefillChain(ctx context.Context, done chan struct{}, note *aheadNote) {
 	defer close(done)
 	sent := 0
 	for {
@@ -188,7 +198,11 @@ func (s *Session) prefillChain(ctx context.Context, done chan struct{}) {
 			if a, err = s.svc.build(r, p); err == nil {
 				start := time.Now()
 				var tm *engine.Timings
-				if tm, err = a.Prefill(ctx, history, user); err == nil {
+				tm, err = a.Prefill(ctx, history, user)
+				s.mu.Lock()
+				note.runs = append(note.runs, prefillRun{images: len(user.Images), start: start, took: time.Since(start), err: err})
+				s.mu.Unlock()
+				if err == nil {
 					s.mu.Lock()
 					s.prefilled = len(user.Images)
 					s.mu.Unlock()
@@ -231,7 +245,7 @@ func imageBytes(msgs []agent.Message) int64 {
 func (s *Session) ClearAttachments() {
 	s.waitPrefill()
 	s.mu.Lock()
-	s.pending, s.pendBytes, s.prefilled = nil, 0, 0
+	s.pending, s.pendBytes, s.prefilled, s.notes = nil, 0, 0, nil
 	s.mu.Unlock()
 }
 
@@ -285,13 +299,25 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 		return Result{SessionID: s.id}, ctx.Err()
 	}
 	defer func() { <-s.lock }()
+	sent := time.Now()
 	s.waitPrefill()
+	waited := time.Since(sent)
 	s.mu.Lock()
+	var explained []string
+	for _, n := range s.notes {
+		explained = append(explained, n.explain(sent, waited))
+	}
+	s.notes = nil
+	userAhead := len(extra) == 0 && len(s.pending) > 0 && s.prefilled == len(s.pending)
 	s.queued--
 	s.busy = true
 	user := agent.Message{Role: "user", Content: text, Images: append(append([]tools.Image(nil), s.pending...), extra...)}
 	history := append([]agent.Message(nil), s.history...)
 	s.mu.Unlock()
+	for _, line := range explained {
+		emit(agent.Explain{Text: line})
+	}
+	emit = s.svc.explainSteps(emit, userAhead)
 	defer func() {
 		s.mu.Lock()
 		s.busy = false
@@ -346,11 +372,11 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 		}
 		if back.Generation != r.Generation {
 			emit(agent.Notice{Text: "the engine crashed and was restarted: send the message again"})
-			s.keep(sessionID, added)
+			s.keep(sessionID, added, userAhead)
 			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
 		}
 	}
-	s.keep(sessionID, added)
+	s.keep(sessionID, added, userAhead)
 	if f.Err != nil {
 		return res, errors.Join(f.Err, storeErr)
 	}
@@ -358,8 +384,8 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 }
 
 // keep appends a turn's messages to the in-memory history and moves the session to where it was stored.
-func (s *Session) keep(sessionID string, added []agent.Message) {
-	s.svc.observe(s.svc.turnSamples(added, s.svc.currentProfile())...)
+func (s *Session) keep(sessionID string, added []agent.Message, userAhead bool) {
+	s.svc.observe(s.svc.turnSamples(added, userAhead, s.svc.currentProfile())...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.history = append(s.history, added...)

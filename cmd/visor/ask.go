@@ -194,6 +194,7 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	t.register(fs)
 	fs.Var(&images, "image", "image file to attach (repeatable)")
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
+	t.registerExplain(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -288,6 +289,7 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 		imgs = append(imgs, im)
 	}
 	p := newPrinter(stdout, stderr, t.showReasoning)
+	p.explain = t.explain
 	res, err := sess.Turn(ctx, t.question, imgs, p.event)
 	p.finish(res.Finished)
 	if a.svc.Stored() {
@@ -311,12 +313,20 @@ type agentOptions struct {
 	temperature *float32
 	// showReasoning streams the model's thinking to stderr; otherwise only its length is reported.
 	showReasoning bool
+	// explain prints, on stderr as the turn goes, what was done ahead of time, why, and what it took.
+	explain bool
+}
+
+// registerExplain adds --explain, for the commands that print a turn as it goes (ask, chat, run).
+func (o *agentOptions) registerExplain(fs *flag.FlagSet) {
+	fs.BoolVar(&o.explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 }
 
 // printer renders a turn's events: answer text on stdout, tool activity and speed on stderr.
 type printer struct {
 	stdout, stderr io.Writer
 	showReasoning  bool
+	explain        bool
 	start          time.Time
 	generated      int
 	lastTPS        float64
@@ -341,6 +351,14 @@ func (p *printer) event(ev agent.Event) {
 		}
 	case agent.Notice:
 		fmt.Fprintln(p.stderr, e.Text)
+	case agent.Explain:
+		if p.explain {
+			if p.midLine {
+				fmt.Fprintln(p.stdout)
+				p.midLine = false
+			}
+			fmt.Fprintf(p.stderr, "explain: %s\n", e.Text)
+		}
 	case agent.ToolCallStarted:
 		if p.midLine {
 			fmt.Fprintln(p.stdout)

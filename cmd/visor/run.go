@@ -29,6 +29,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.StringVar(&mmproj, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector for --model (env VISOR_MMPROJ)")
 	fs.StringVar(&endpoint, "endpoint", "", "run the agent on a running OpenAI-compatible server instead (URL)")
 	fs.StringVar(&t.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/visor/config.yaml or ~/.config/visor/config.yaml)")
+	var explain bool
+	fs.BoolVar(&explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -56,7 +58,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		// chosen for another model.
 		t.engine = engineFlags{model: model, mmproj: mmproj, endpoint: endpoint, parallel: 1, plan: "auto", gpu: "auto"}
 	}
-	t.question, t.images = prompt, images
+	t.question, t.images, t.explain = prompt, images, explain
 	return runTurn(ctx, t, stdout, stderr, logger)
 }
 

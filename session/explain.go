@@ -1,0 +1,96 @@
+package session
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine/swap"
+)
+
+// aheadNote is one scheduler action taken for a session's next message and the prefills it led to: what
+// --explain says about it when the message is sent.
+type aheadNote struct {
+	action  swap.Action
+	carried string
+	at      time.Time
+	runs    []prefillRun // guarded by the session's mu
+}
+
+// prefillRun is one ahead-of-time evaluation and what it took.
+type prefillRun struct {
+	images int
+	start  time.Time
+	took   time.Duration
+	err    error
+}
+
+// explain is the note as one line: the action, why, and what it measured against the send at sent, after which
+// the turn waited waited for prefills still running.
+func (n *aheadNote) explain(sent time.Time, waited time.Duration) string {
+	a := n.action
+	switch a.Kind {
+	case swap.ActPrefill:
+		images := len(a.Images)
+		for _, r := range n.runs {
+			images = max(images, r.images)
+		}
+		line := fmt.Sprintf("prefill %d image(s) ahead (attached %s before send; %s)", images,
+			sent.Sub(n.at).Round(100*time.Millisecond), a.Reason)
+		if len(n.runs) == 0 {
+			return line + " — not run"
+		}
+		var took time.Duration
+		var end time.Time
+		for _, r := range n.runs {
+			if r.err != nil {
+				return line + fmt.Sprintf(" — failed (%v): the question's request encodes them", r.err)
+			}
+			took += r.took
+			end = r.start.Add(r.took)
+		}
+		if len(n.runs) > 1 {
+			line += fmt.Sprintf(" — done in %d runs, %s", len(n.runs), took.Round(time.Millisecond))
+		} else {
+			line += fmt.Sprintf(" — done in %s", took.Round(time.Millisecond))
+		}
+		if exposed := end.Sub(sent); exposed > 0 && waited > 0 {
+			return line + fmt.Sprintf(", %s of it exposed (the message waited for it)", min(exposed, waited).Round(time.Millisecond))
+		}
+		return line + ", hidden"
+	case swap.ActRelaunch:
+		return fmt.Sprintf("relaunch into %s (%s) — started: %s", a.Profile, a.Reason, n.carried)
+	}
+	return fmt.Sprintf("%s (%s) — carried: %s", a.Kind, a.Reason, n.carried)
+}
+
+// explainSteps wraps a turn's emit so that after each step it says what the step's request did with its images:
+// found them in the cache (evaluated ahead), or encoded them itself, on the critical path.
+func (s *Service) explainSteps(emit func(agent.Event), userAhead bool) func(agent.Event) {
+	w := &requestWalk{svc: s, userAhead: userAhead}
+	return func(ev agent.Event) {
+		emit(ev)
+		f, ok := ev.(agent.StepFinished)
+		if !ok {
+			return
+		}
+		w.next(f.Messages, func(m agent.Message, images, tokens int, ahead bool) {
+			tm := m.Timings
+			if images == 0 {
+				return
+			}
+			var line string
+			if smp := s.evalSample(tm, tokens, s.measuredTextRate()); !ahead && smp.ImageTokens > 0 {
+				line = fmt.Sprintf("step %d: the request encoded its %d new image(s) (%d tokens) itself, on the critical path: "+
+					"%s of its %s prompt evaluation (nothing known ahead to prefill)", f.Step, images, tokens,
+					smp.Encode.D().Round(time.Millisecond), msDuration(tm.PromptMS).Round(time.Millisecond))
+			} else {
+				line = fmt.Sprintf("step %d: the request found its %d image(s) in the cache (evaluated ahead) and evaluated %d "+
+					"prompt tokens in %s: their encode was hidden", f.Step, images, tm.PromptN, msDuration(tm.PromptMS).Round(time.Millisecond))
+			}
+			emit(agent.Explain{Step: f.Step, Text: line})
+		})
+	}
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
