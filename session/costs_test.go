@@ -175,3 +175,49 @@ func TestMeasuredCostsAreStoredAndPlannedWith(t *testing.T) {
 }
 
 func int64OfDuration(d swap.Duration) int { return int(d) }
+
+// genEngine is always ready at the generation it is set to: a relaunch shows as a new generation.
+type genEngine struct{ gen int }
+
+func (e *genEngine) ready() conductor.Ready {
+	return conductor.Ready{Client: engine.NewClient("http://127.0.0.1:9", ""), Generation: e.gen}
+}
+func (e *genEngine) EnsureReady(context.Context) (conductor.Ready, error) { return e.ready(), nil }
+func (e *genEngine) Recover(context.Context) (conductor.Ready, error)     { return e.ready(), nil }
+
+// TestRelaunchTimeIsMeasured reports a relaunch as the conductor does (relaunching, then ready after 3 s): the
+// engine it started has a relaunch sample of 3 s, kept in the store; a plain start is not one.
+func TestRelaunchTimeIsMeasured(t *testing.T) {
+	st := openStore(t)
+	eng := &genEngine{gen: 1}
+	key := swap.Key{Model: "m.gguf"}
+	svc, err := session.New(session.Config{Engine: eng, Costs: session.StoredCosts{Rows: st},
+		EngineCosts: func(conductor.Ready) (session.EngineCosts, bool) {
+			return session.EngineCosts{Key: key, Defaults: swap.SeedCosts()}, true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	svc.RecordEngineEvent(conductor.Event{Kind: conductor.EventReady, Duration: 7 * time.Second})
+	if err := svc.EnsureReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := svc.Costs(); c.Samples["relaunch"] != 0 {
+		t.Fatalf("a first start counted as a relaunch: %v", c.Samples)
+	}
+	svc.RecordEngineEvent(conductor.Event{Kind: conductor.EventRelaunching})
+	svc.RecordEngineEvent(conductor.Event{Kind: conductor.EventReady, Duration: 3 * time.Second})
+	eng.gen = 2
+	if err := svc.EnsureReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := svc.Costs()
+	if c.Relaunch.D() != 3*time.Second || c.Samples["relaunch"] != 1 {
+		t.Fatalf("relaunch %s from %d samples, want 3s from 1", c.Relaunch.D(), c.Samples["relaunch"])
+	}
+	stored, ok, err := session.StoredCosts{Rows: st}.LoadCosts(ctx, key)
+	if err != nil || !ok || stored.Relaunch.D() != 3*time.Second {
+		t.Fatalf("stored %+v %v %v", stored.Relaunch, ok, err)
+	}
+}
