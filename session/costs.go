@@ -59,6 +59,13 @@ type EngineCosts struct {
 	Key          swap.Key
 	EncodesOnCPU bool
 	Defaults     swap.Costs
+	// Profile is the profile the engine was launched in, when its launch mode names one.
+	Profile swap.Profile
+	// FirstImage is the launch's GPU warm-up image request and FirstImageTokens its prompt tokens: what it took
+	// beyond an encode at the model's GPU rate is the one-time pipeline compile (near zero once the driver's
+	// cache holds it). Zero: no warm-up ran.
+	FirstImage       time.Duration
+	FirstImageTokens int
 }
 
 // minPromptSample is the fewest prompt tokens a request must evaluate to be a prompt-speed sample: a handful of
@@ -106,13 +113,23 @@ func (s *Service) costsFor(ctx context.Context, r conductor.Ready) {
 	}
 	s.cost = &engineCosts{gen: r.Generation, info: info, costs: c}
 	s.mu.Lock()
-	if len(c.Profiles) > 0 && !containsProfile(c.Profiles, s.profile) {
+	switch {
+	case containsProfile(c.Profiles, info.Profile):
+		s.profile = info.Profile
+	case len(c.Profiles) > 0 && !containsProfile(c.Profiles, s.profile):
 		s.profile = c.Profiles[0]
 	}
 	s.mu.Unlock()
+	var samples []swap.Sample
 	if pending > 0 {
-		s.observeLocked(swap.Sample{Relaunch: swap.Duration(pending)})
+		samples = append(samples, swap.Sample{Relaunch: swap.Duration(pending)})
 	}
+	if info.FirstImage > 0 {
+		compile := info.FirstImage - time.Duration(info.FirstImageTokens)*c.EncodeGPU.D()
+		// A compile the driver's cache made unnecessary is still a measurement, of nearly nothing.
+		samples = append(samples, swap.Sample{Compile: swap.Duration(max(compile, time.Millisecond))})
+	}
+	s.observeLocked(samples...)
 }
 
 func containsProfile(ps []swap.Profile, p swap.Profile) bool {

@@ -186,14 +186,19 @@ func (e *genEngine) EnsureReady(context.Context) (conductor.Ready, error) { retu
 func (e *genEngine) Recover(context.Context) (conductor.Ready, error)     { return e.ready(), nil }
 
 // TestRelaunchTimeIsMeasured reports a relaunch as the conductor does (relaunching, then ready after 3 s): the
-// engine it started has a relaunch sample of 3 s, kept in the store; a plain start is not one.
+// engine it started has a relaunch sample of 3 s, kept in the store; a plain start is not one. The first
+// launch's GPU warm-up image (2 s for 1,000 tokens at the seed's 1.5 ms per token) measures a 0.5 s compile.
 func TestRelaunchTimeIsMeasured(t *testing.T) {
 	st := openStore(t)
 	eng := &genEngine{gen: 1}
 	key := swap.Key{Model: "m.gguf"}
 	svc, err := session.New(session.Config{Engine: eng, Costs: session.StoredCosts{Rows: st},
-		EngineCosts: func(conductor.Ready) (session.EngineCosts, bool) {
-			return session.EngineCosts{Key: key, Defaults: swap.SeedCosts()}, true
+		EngineCosts: func(r conductor.Ready) (session.EngineCosts, bool) {
+			info := session.EngineCosts{Key: key, Defaults: swap.SeedCosts()}
+			if r.Generation == 1 {
+				info.FirstImage, info.FirstImageTokens = 2*time.Second, 1000
+			}
+			return info, true
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +210,8 @@ func TestRelaunchTimeIsMeasured(t *testing.T) {
 	}
 	if c, _ := svc.Costs(); c.Samples["relaunch"] != 0 {
 		t.Fatalf("a first start counted as a relaunch: %v", c.Samples)
+	} else if c.PipelineCompile.D() != 500*time.Millisecond || c.Samples["pipeline_compile"] != 1 {
+		t.Fatalf("pipeline compile %s from %d samples, want 500ms from 1", c.PipelineCompile.D(), c.Samples["pipeline_compile"])
 	}
 	svc.RecordEngineEvent(conductor.Event{Kind: conductor.EventRelaunching})
 	svc.RecordEngineEvent(conductor.Event{Kind: conductor.EventReady, Duration: 3 * time.Second})

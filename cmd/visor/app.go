@@ -212,7 +212,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launch
 				return nil, err
 			}
 			last = srv
-			seen.started(e, srv, seen.gpuName())
+			seen.started(e, srv, seen.placed(), llamacpp.WarmupStats{})
 			return srv, nil
 		}
 		logDir := filepath.Join(llamacpp.InstallDir(), "logs")
@@ -227,7 +227,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launch
 				}
 			},
 		}
-		srv, gpu, err := startEngine(ctx, e, mode, cfg, stderr, logger)
+		srv, on, err := startEngine(ctx, e, mode, cfg, stderr, logger)
 		if err != nil {
 			prog.Done("failed")
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
@@ -240,13 +240,14 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launch
 			}
 		}
 		prog.Done("ready")
-		if gpu != "" && e.warmup {
+		var warm llamacpp.WarmupStats
+		if on.GPU != "" && e.warmup {
 			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it
 			// now, with progress on screen, rather than silently on the user's first screenshot.
 			c := srv.Client()
 			p, err := llamacpp.ReadProps(ctx, c)
 			if err == nil {
-				_, err = llamacpp.Warmup(ctx, c, p, func(m string) { fmt.Fprintln(stderr, m) })
+				warm, err = llamacpp.Warmup(ctx, c, p, func(m string) { fmt.Fprintln(stderr, m) })
 			}
 			if err != nil {
 				_ = srv.Stop(context.Background())
@@ -254,7 +255,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launch
 			}
 		}
 		last = srv
-		seen.started(e, srv, gpu)
+		seen.started(e, srv, on, warm)
 		return srv, nil
 	}
 }

@@ -50,21 +50,20 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 }
 
 // startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
-// out-of-memory), otherwise with the flags as given. gpu names the GPU the plan put the server on; empty when
-// it found none.
-func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, gpu string, _ error) {
-	plain := func() (*llamacpp.Server, string, error) {
+// out-of-memory), otherwise with the flags as given; it says where the server runs.
+func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (*llamacpp.Server, placedOn, error) {
+	plain := func() (*llamacpp.Server, placedOn, error) {
 		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
 		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
 		s, err := llamacpp.Start(ctx, cfg)
-		return s, "", err
+		return s, placedOn{}, err
 	}
 	switch e.plan {
 	case "off":
 		return plain()
 	case "auto":
 	default:
-		return nil, "", fmt.Errorf("--plan %q: use auto or off", e.plan)
+		return nil, placedOn{}, fmt.Errorf("--plan %q: use auto or off", e.plan)
 	}
 	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
 		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
@@ -77,20 +76,24 @@ func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.C
 		return plain()
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
+		return nil, placedOn{}, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
 	}
 	res.Prefer = vram.Mode(mode)
 	srv, used, placed, err := launch.StartChecked(ctx, cfg, res, launch.Reporter(stderr))
 	if err != nil {
-		return nil, "", err
+		return nil, placedOn{}, err
 	}
 	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
 	reportPlacement(stderr, placed)
-	if launch.WantFor(res, used.Args).GPU == "" {
-		return srv, "", nil
+	on := placedOn{Mode: string(used.Name)}
+	if launch.WantFor(res, used.Args).GPU != "" {
+		on.GPU = res.GPU.Name
 	}
-	return srv, res.GPU.Name, nil
+	return srv, on, nil
 }
+
+// placedOn is where startEngine put the server: the plan's mode, and the GPU (empty: none, the CPU).
+type placedOn struct{ GPU, Mode string }
 
 // toolFlags select built-in tools.
 type toolFlags struct {

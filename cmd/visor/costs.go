@@ -26,14 +26,16 @@ type launchedEngine struct {
 	mu   sync.Mutex
 	info session.EngineCosts
 	ok   bool
-	gpu  string
+	on   placedOn
 }
 
-// started records a llama-server visor launched: its model, projector, GPU and speed flags name its costs.
-func (l *launchedEngine) started(e engineFlags, srv *llamacpp.Server, gpu string) {
+// started records a llama-server visor launched: its model, projector, GPU and speed flags name its costs; the
+// plan's mode is its profile; a GPU warm-up's image measures the one-time pipeline compile.
+func (l *launchedEngine) started(e engineFlags, srv *llamacpp.Server, on placedOn, warm llamacpp.WarmupStats) {
 	if l == nil {
 		return
 	}
+	gpu := on.GPU
 	args := srv.Args()
 	key := swap.Key{Model: filepath.Base(e.model), GPU: gpu, Flags: swap.FlagsKey(args)}
 	if e.mmproj != "" {
@@ -44,7 +46,13 @@ func (l *launchedEngine) started(e engineFlags, srv *llamacpp.Server, gpu string
 	if p := srv.Placement().Projector; p != "" && strings.Contains(strings.ToUpper(p), "CPU") {
 		onCPU = true
 	}
-	l.set(session.EngineCosts{Key: key, EncodesOnCPU: onCPU, Defaults: defaultCosts(gpu, e.mmproj != "")}, gpu)
+	info := session.EngineCosts{Key: key, EncodesOnCPU: onCPU, Defaults: defaultCosts(gpu, e.mmproj != ""),
+		Profile: swap.Profile(on.Mode)}
+	if !onCPU {
+		// The warm-up's long prompt also compiles kernels, so it is no measure of prompt speed and is left out.
+		info.FirstImage, info.FirstImageTokens = warm.Image, warm.ImagePromptTokens
+	}
+	l.set(info, on)
 }
 
 // remote records a server visor did not start: its speed flags and GPU are not known here.
@@ -52,22 +60,23 @@ func (l *launchedEngine) remote(label string) {
 	if l == nil {
 		return
 	}
-	l.set(session.EngineCosts{Key: swap.Key{Model: label, GPU: "remote"}, Defaults: swap.SeedCosts()}, "")
+	l.set(session.EngineCosts{Key: swap.Key{Model: label, GPU: "remote"}, Defaults: swap.SeedCosts()}, placedOn{})
 }
 
-func (l *launchedEngine) set(info session.EngineCosts, gpu string) {
+func (l *launchedEngine) set(info session.EngineCosts, on placedOn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.info, l.ok, l.gpu = info, true, gpu
+	l.info, l.ok, l.on = info, true, on
 }
 
-func (l *launchedEngine) gpuName() string {
+// placed is where the last launch put the server (a restart after a crash comes back the same way).
+func (l *launchedEngine) placed() placedOn {
 	if l == nil {
-		return ""
+		return placedOn{}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.gpu
+	return l.on
 }
 
 // costs is session.Config.EngineCosts: the engine the launcher started last is the one ready.
