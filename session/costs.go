@@ -8,7 +8,6 @@ import (
 	"image"
 	"time"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/swap"
@@ -263,61 +262,4 @@ func (s *Service) evalSample(tm *engine.Timings, imageTokens int, text float64) 
 		smp.PromptTokens, smp.PromptTime = tm.PromptN, swap.Duration(tm.PromptMS*float64(time.Millisecond))
 	}
 	return smp
-}
-
-// requestWalk goes through a turn's messages request by request (one assistant message each), with the images
-// new in each request's input and whether they were evaluated ahead: the user's attachments when the prefill
-// covered them all, a tool's images when the agent prefills them while the step's slower tools run (visor's
-// own llama-server). Images evaluated ahead come from the cache, so such a request measures text only.
-type requestWalk struct {
-	svc       *Service
-	userAhead bool
-	seen      bool // the turn's first request was passed
-	images    int
-	tokens    int
-}
-
-func (w *requestWalk) next(msgs []agent.Message, f func(m agent.Message, images, tokens int, ahead bool)) {
-	for _, m := range msgs {
-		if m.Role != "assistant" {
-			for _, im := range m.Images {
-				w.images++
-				w.tokens += w.svc.imageTokens(im)
-			}
-			continue
-		}
-		ahead := w.svc.cfg.Vision == VisionYes
-		if !w.seen {
-			ahead = w.userAhead
-		}
-		if m.Timings != nil {
-			f(m, w.images, w.tokens, ahead && w.images > 0)
-		}
-		w.seen, w.images, w.tokens = true, 0, 0
-	}
-}
-
-// turnSamples are the measurements of a finished turn's steps: each request's prompt evaluation (text, or the
-// images it encoded) and its generation, with the draft acceptance the server reports.
-func (s *Service) turnSamples(added []agent.Message, userAhead bool, profile swap.Profile) []swap.Sample {
-	text := s.measuredTextRate()
-	var out []swap.Sample
-	w := requestWalk{svc: s, userAhead: userAhead}
-	w.next(added, func(m agent.Message, _, tokens int, ahead bool) {
-		tm := m.Timings
-		if ahead {
-			tokens = 0
-		}
-		smp := s.evalSample(tm, tokens, text)
-		if smp.PromptTokens > 0 {
-			text = float64(smp.PromptTokens) / smp.PromptTime.D().Seconds()
-		}
-		if tm.PredictedN > 0 && tm.PredictedMS > 0 {
-			smp.Profile = profile
-			smp.Generated, smp.GenTime = tm.PredictedN, swap.Duration(tm.PredictedMS*float64(time.Millisecond))
-			smp.Drafted, smp.Accepted = tm.DraftN, tm.DraftNAccepted
-		}
-		out = append(out, smp)
-	})
-	return out
 }

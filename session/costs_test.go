@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/enginetest"
@@ -171,6 +172,41 @@ func TestMeasuredCostsAreStoredAndPlannedWith(t *testing.T) {
 	}
 	if !seen {
 		t.Fatalf("no decision priced with the measured encode (%q): %+v", est, evs)
+	}
+
+	// A lone tool returns a screenshot: nothing runs beside it to hide a prefill behind, so the next request
+	// encodes the image itself, on the critical path; it is measured as an encode, and explained as one.
+	reg := tools.NewRegistry()
+	if err := reg.Register(tools.New("screenshot", "Take a screenshot", func(context.Context, struct{}) (tools.Result, error) {
+		return tools.Result{Text: "taken", Images: []tools.Image{{MIME: "image/png", Data: testkit.PNG(t, 70, 40)}}}, nil
+	}, tools.ReturnsImages())); err != nil {
+		t.Fatal(err)
+	}
+	svc3 := testkit.Service(t, srv, st, func(c *session.Config) {
+		tune(c)
+		c.Agent.Tools = reg
+	})
+	sess3, err := svc3.Open(ctx, session.OpenOptions{Title: "tool image"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess3.Close()
+	var explained []string
+	res, err = sess3.Turn(ctx, "look at the screen", nil, func(ev agent.Event) {
+		if e, ok := ev.(agent.Explain); ok {
+			explained = append(explained, e.Text)
+		}
+	})
+	if err != nil || res.Steps != 2 {
+		t.Fatalf("tool turn: %d steps, %v", res.Steps, err)
+	}
+	want2 := fmt.Sprintf("step 2: the request encoded its 1 new image(s) (%d tokens) itself, on the critical path", imageTokens)
+	if len(explained) != 1 || !strings.HasPrefix(explained[0], want2) {
+		t.Fatalf("explained %q, want one line starting %q", explained, want2)
+	}
+	after, _ := svc3.Costs()
+	if n := after.Samples["encode_cpu_per_token"]; n != stored.Samples["encode_cpu_per_token"]+2 {
+		t.Errorf("encode samples %d after the restarted session's prefill and the tool turn, want %d", n, stored.Samples["encode_cpu_per_token"]+2)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine/swap"
 )
 
@@ -62,35 +61,6 @@ func (n *aheadNote) explain(sent time.Time, waited time.Duration) string {
 		return fmt.Sprintf("relaunch into %s (%s) — started: %s", a.Profile, a.Reason, n.carried)
 	}
 	return fmt.Sprintf("%s (%s) — carried: %s", a.Kind, a.Reason, n.carried)
-}
-
-// explainSteps wraps a turn's emit so that after each step it says what the step's request did with its images:
-// found them in the cache (evaluated ahead), or encoded them itself, on the critical path.
-func (s *Service) explainSteps(emit func(agent.Event), userAhead bool) func(agent.Event) {
-	w := &requestWalk{svc: s, userAhead: userAhead}
-	return func(ev agent.Event) {
-		emit(ev)
-		f, ok := ev.(agent.StepFinished)
-		if !ok {
-			return
-		}
-		w.next(f.Messages, func(m agent.Message, images, tokens int, ahead bool) {
-			tm := m.Timings
-			if images == 0 {
-				return
-			}
-			var line string
-			if smp := s.evalSample(tm, tokens, s.measuredTextRate()); !ahead && smp.ImageTokens > 0 {
-				line = fmt.Sprintf("step %d: the request encoded its %d new image(s) (%d tokens) itself, on the critical path: "+
-					"%s of its %s prompt evaluation (nothing known ahead to prefill)", f.Step, images, tokens,
-					smp.Encode.D().Round(time.Millisecond), msDuration(tm.PromptMS).Round(time.Millisecond))
-			} else {
-				line = fmt.Sprintf("step %d: the request found its %d image(s) in the cache (evaluated ahead) and evaluated %d "+
-					"prompt tokens in %s: their encode was hidden", f.Step, images, tm.PromptN, msDuration(tm.PromptMS).Round(time.Millisecond))
-			}
-			emit(agent.Explain{Step: f.Step, Text: line})
-		})
-	}
 }
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

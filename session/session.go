@@ -448,7 +448,9 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	return r, p, nil
 }
 
-func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
+// build makes a turn's agent. w, when set, watches the turn: it carries out (and measures) the prefill of a
+// tool's images while slower tools of the step still run.
+func (s *Service) build(r conductor.Ready, p llamacpp.Props, w *turnWatch) (Agent, error) {
 	if s.cfg.NewAgent != nil {
 		return s.cfg.NewAgent(r, p)
 	}
@@ -457,12 +459,18 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
 	if a.Raw || !p.ToolsInTemplate() {
 		mode = agent.Raw
 	}
-	return agent.New(agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format,
+	cfg := agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format,
 		MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, ToolChoice: a.ToolChoice, Temperature: a.Temperature,
 		// A tool's images are evaluated while slower tools of the step still run. That puts each result's images
 		// right after it, a layout llama-server takes and strict OpenAI servers may not: only for visor's own.
 		PrefillToolImages: s.cfg.Vision == VisionYes,
-		Logger:            s.cfg.Logger})
+		Logger:            s.cfg.Logger}
+	var ag *agent.Agent
+	if w != nil && cfg.PrefillToolImages {
+		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message) { w.prefillTools(ctx, ag, history) }
+	}
+	ag, err := agent.New(cfg)
+	return ag, err
 }
 
 // Lookahead is what the open sessions' next requests will carry, as far as the service knows now.

@@ -195,7 +195,7 @@ func (s *Session) prefillChain(ctx context.Context, done chan struct{}, note *ah
 		r, p, err := s.svc.ready(ctx, false)
 		if err == nil {
 			var a Agent
-			if a, err = s.svc.build(r, p); err == nil {
+			if a, err = s.svc.build(r, p, nil); err == nil {
 				start := time.Now()
 				var tm *engine.Timings
 				tm, err = a.Prefill(ctx, history, user)
@@ -317,7 +317,7 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 	for _, line := range explained {
 		emit(agent.Explain{Text: line})
 	}
-	emit = s.svc.explainSteps(emit, userAhead)
+
 	defer func() {
 		s.mu.Lock()
 		s.busy = false
@@ -334,7 +334,8 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 	if len(user.Images) > 0 && !props.Vision && svc.cfg.Vision != VisionYes {
 		return Result{SessionID: s.id}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
 	}
-	a, err := svc.build(r, props)
+	watch := &turnWatch{svc: svc, session: s.id, userAhead: userAhead, profile: svc.currentProfile()}
+	a, err := svc.build(r, props, watch)
 	if err != nil {
 		return Result{SessionID: s.id}, err
 	}
@@ -348,7 +349,8 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 	if svc.cfg.Store != nil {
 		store = svc.cfg.Store
 	}
-	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, emit)
+	watch.emit = emit
+	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, watch.event)
 	res := Result{Finished: f, SessionID: sessionID, Added: added}
 	s.mu.Lock()
 	s.turns++
@@ -372,11 +374,11 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 		}
 		if back.Generation != r.Generation {
 			emit(agent.Notice{Text: "the engine crashed and was restarted: send the message again"})
-			s.keep(sessionID, added, userAhead)
+			s.keep(sessionID, added, watch.measured())
 			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
 		}
 	}
-	s.keep(sessionID, added, userAhead)
+	s.keep(sessionID, added, watch.measured())
 	if f.Err != nil {
 		return res, errors.Join(f.Err, storeErr)
 	}
@@ -384,8 +386,8 @@ func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, em
 }
 
 // keep appends a turn's messages to the in-memory history and moves the session to where it was stored.
-func (s *Session) keep(sessionID string, added []agent.Message, userAhead bool) {
-	s.svc.observe(s.svc.turnSamples(added, userAhead, s.svc.currentProfile())...)
+func (s *Session) keep(sessionID string, added []agent.Message, samples []swap.Sample) {
+	s.svc.observe(samples...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.history = append(s.history, added...)
