@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/visorhq/visor/engine/swap"
@@ -58,9 +59,13 @@ func (n *aheadNote) explain(sent time.Time, waited time.Duration) string {
 		}
 		return line + ", hidden"
 	case swap.ActRelaunch:
-		return fmt.Sprintf("relaunch into %s (%s) — started: %s", a.Profile, a.Reason, n.carried)
+		if n.carried == "started" {
+			return fmt.Sprintf("relaunch into %s (%s) — started in the background; the next request evaluates the "+
+				"conversation again", a.Profile, a.Reason)
+		}
+		return fmt.Sprintf("relaunch into %s (%s) — not carried out: %s", a.Profile, a.Reason, strings.TrimPrefix(n.carried, "no: "))
 	}
-	return fmt.Sprintf("%s (%s) — carried: %s", a.Kind, a.Reason, n.carried)
+	return fmt.Sprintf("%s (%s) — not carried out: %s", a.Kind, a.Reason, strings.TrimPrefix(n.carried, "no: "))
 }
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

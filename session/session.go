@@ -1,7 +1,9 @@
 // Package session is the layer every front end stands on: it opens, resumes and forks conversations, keeps one
 // lock per session, runs a turn (agent loop, storage, compaction, crash recovery), takes images in under one
 // policy (package images), and knows each session's lookahead — what its next requests will carry — so the
-// engine can prepare for them off the critical path (the attached image is prefilled at once).
+// engine can prepare for them off the critical path (the attached image is prefilled at once). It measures what
+// the engine's work costs (every request, prefill, warm-up and relaunch) into that engine's cost model, kept in
+// the store, which the scheduler (engine/swap) plans with, and says why it did what it did (agent.Explain).
 //
 // `visor ask`, `run`, `chat`, `web`, `mcp serve` and the gateway are thin front ends over a Service: they parse
 // input and render the typed event stream (agent.Event plus this package's Notice), and hold no policy. The
