@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,5 +263,86 @@ func TestRelaunchTimeIsMeasured(t *testing.T) {
 	stored, ok, err := session.StoredCosts{Rows: st}.LoadCosts(ctx, key)
 	if err != nil || !ok || stored.Relaunch.D() != 3*time.Second {
 		t.Fatalf("stored %+v %v %v", stored.Relaunch, ok, err)
+	}
+}
+
+// TestToolImagePrefillIsMeasuredAndExplained: a step calls a slow tool and a screenshot tool in parallel (the
+// first turn's two calls are scripted by testkit.TwoCallProxy; the tiny model makes one call per turn). The
+// screenshot returns first; the session prefills it while the slow tool runs (the slow tool returns once that
+// prefill is in the store), measures that encode, and the next request finds the image in the cache.
+func TestToolImagePrefillIsMeasuredAndExplained(t *testing.T) {
+	srv := enginetest.Tiny(t, true, llamacpp.Config{})
+	hs := testkit.NewTwoCallProxy(t, srv.URL(), "screenshot", "slow_scan")
+	st := openStore(t)
+	ctx := context.Background()
+	var id string
+	var mu sync.Mutex
+	reg := tools.NewRegistry()
+	for _, tl := range []tools.Tool{
+		tools.New("screenshot", "Take a screenshot", func(context.Context, struct{}) (tools.Result, error) {
+			return tools.Result{Text: "taken", Images: []tools.Image{{MIME: "image/png", Data: testkit.PNG(t, 16, 16)}}}, nil
+		}, tools.ReturnsImages(), tools.Parallel()),
+		tools.New("slow_scan", "Scan slowly", func(ctx context.Context, _ struct{}) (string, error) {
+			mu.Lock()
+			sid := id
+			mu.Unlock()
+			for ctx.Err() == nil {
+				evs, err := st.EngineEvents(ctx, sid, 100)
+				if err != nil {
+					return "", err
+				}
+				for _, e := range evs {
+					if e.Kind == memory.EnginePrefill {
+						return "scan complete", nil
+					}
+				}
+				time.Sleep(5 * time.Millisecond) // polls for the prefill; the test does not depend on its speed
+			}
+			return "", ctx.Err()
+		}, tools.Parallel()),
+	} {
+		if err := reg.Register(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := swap.Key{Model: "tiny"}
+	tiny, err := testmodel.ProjectorOptions{}.ImageTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := session.New(session.Config{
+		Engine: testkit.FixedEngine{R: conductor.Ready{Client: engine.NewClient(hs.URL, ""), URL: hs.URL, Generation: 1}},
+		Store:  st, Vision: session.VisionYes, Agent: session.AgentConfig{Tools: reg, MaxSteps: 4},
+		Costs: session.StoredCosts{Rows: st}, ImageTokens: func(int, int) int { return tiny },
+		EngineCosts: func(conductor.Ready) (session.EngineCosts, bool) {
+			return session.EngineCosts{Key: key, EncodesOnCPU: true, Defaults: swap.SeedCosts()}, true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := svc.Open(ctx, session.OpenOptions{Title: "tools"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	mu.Lock()
+	id = sess.ID()
+	mu.Unlock()
+	var explained []string
+	res, err := sess.Turn(ctx, "go", nil, func(ev agent.Event) {
+		if e, ok := ev.(agent.Explain); ok {
+			explained = append(explained, e.Text)
+		}
+	})
+	if err != nil || res.Steps != 2 {
+		t.Fatalf("%d steps, %v", res.Steps, err)
+	}
+	if len(explained) != 2 || !strings.HasPrefix(explained[0], "step 1: prefilled 1 tool image(s) (16 tokens) while slower tools of the step ran — done in ") ||
+		!strings.HasPrefix(explained[1], "step 2: the request found its 1 image(s) in the cache") {
+		t.Fatalf("explained %q", explained)
+	}
+	c, _ := svc.Costs()
+	if c.Samples["encode_cpu_per_token"] != 1 || c.Samples["encode_gpu_per_token"] != 0 {
+		t.Fatalf("samples %v: want the tool prefill's encode, on the CPU", c.Samples)
 	}
 }
