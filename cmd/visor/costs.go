@@ -125,46 +125,66 @@ func projectorTokens(mmproj string) func(w, h int) int {
 	return func(w, h int) int { return p.ImageTokens(w, h) }
 }
 
+// storedModel is one engine's stored cost model, or why it cannot be read.
+type storedModel struct {
+	row   memory.EngineCosts
+	costs swap.Costs
+	err   error
+}
+
 // storedModels reads every engine's stored cost model, the most recently updated first.
-func storedModels(ctx context.Context, db string) ([]memory.EngineCosts, []swap.Costs, error) {
+func storedModels(ctx context.Context, db string) ([]storedModel, error) {
 	store, err := openStore(ctx, db)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer store.Close()
 	rows, err := store.ListEngineCosts(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	models := make([]swap.Costs, len(rows))
+	out := make([]storedModel, len(rows))
 	for i, r := range rows {
-		if models[i], err = swap.ParseCosts(r.Costs); err != nil {
-			return nil, nil, fmt.Errorf("stored costs of %s: %w", r.Key, err)
+		out[i].row = r
+		if out[i].costs, err = swap.ParseCosts(r.Costs); err != nil {
+			// The next run of that engine measures it again and replaces the row.
+			out[i].err = fmt.Errorf("stored costs of engine %q: %w", r.Key, err)
 		}
 	}
-	return rows, models, nil
+	return out, nil
 }
 
 // printCosts is `visor stats --costs`: each engine's cost model as the scheduler plans with it, and how many
 // measurements back each number (0: the default, not measured on this machine).
 func printCosts(ctx context.Context, db string, asJSON bool, stdout io.Writer) error {
-	rows, models, err := storedModels(ctx, db)
+	models, err := storedModels(ctx, db)
 	if err != nil {
 		return err
 	}
 	if asJSON {
+		list := []swap.Costs{}
+		for _, m := range models {
+			if m.err == nil {
+				list = append(list, m.costs)
+			}
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(models)
+		return enc.Encode(list)
 	}
 	if len(models) == 0 {
 		_, err := fmt.Fprintln(stdout, "no measured engine costs yet: they are kept as `visor ask`, `chat` or `web` run a model")
 		return err
 	}
-	for i, c := range models {
+	for i, m := range models {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
+		if m.err != nil {
+			fmt.Fprintf(stdout, "engine %s: unreadable (%v); its next run measures it again\n", m.row.Key, m.err)
+			continue
+		}
+		c := m.costs
 		k := c.Key
 		gpu := k.GPU
 		if gpu == "" {
@@ -174,7 +194,7 @@ func printCosts(ctx context.Context, db string, asJSON bool, stdout io.Writer) e
 		if k.Projector != "" {
 			fmt.Fprintf(stdout, " + %s", k.Projector)
 		}
-		fmt.Fprintf(stdout, " on %s, flags %q (updated %s)\n", gpu, k.Flags, rows[i].UpdatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(stdout, " on %s, flags %q (updated %s)\n", gpu, k.Flags, m.row.UpdatedAt.Local().Format(time.DateTime))
 		tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  number\tvalue\tsamples")
 		line := func(field, value string) {
@@ -210,7 +230,7 @@ func perToken(d swap.Duration) string {
 // loadStoredCosts is `visor simulate --costs stored[:TEXT]`: the most recently updated engine's model, or the one
 // whose key contains TEXT.
 func loadStoredCosts(ctx context.Context, db, arg string) (swap.Costs, error) {
-	rows, models, err := storedModels(ctx, db)
+	models, err := storedModels(ctx, db)
 	if err != nil {
 		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, err)
 	}
@@ -219,21 +239,20 @@ func loadStoredCosts(ctx context.Context, db, arg string) (swap.Costs, error) {
 			arg, presetNames())
 	}
 	want, filtered := strings.CutPrefix(arg, "stored:")
-	if !filtered {
-		return models[0], nil
-	}
-	var found []int
-	for i, r := range rows {
-		if strings.Contains(r.Key, want) {
-			found = append(found, i)
+	var found []storedModel
+	for _, m := range models {
+		if !filtered || strings.Contains(m.row.Key, want) {
+			found = append(found, m)
 		}
 	}
-	switch len(found) {
-	case 1:
-		return models[found[0]], nil
-	case 0:
+	switch {
+	case len(found) == 0:
 		return swap.Costs{}, fmt.Errorf("--costs %s: no stored engine's key contains %q: list them with `visor stats --costs`", arg, want)
+	case filtered && len(found) > 1:
+		return swap.Costs{}, fmt.Errorf("--costs %s: %d stored engines match %q: give more of the key (`visor stats --costs` lists them)",
+			arg, len(found), want)
+	case found[0].err != nil:
+		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, found[0].err)
 	}
-	return swap.Costs{}, fmt.Errorf("--costs %s: %d stored engines match %q: give more of the key (`visor stats --costs` lists them)",
-		arg, len(found), want)
+	return found[0].costs, nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/memory"
 )
 
 // TestStatsAndTraceOfAChat attaches a screenshot in `visor chat --explain` (prefilled while the question is
@@ -121,4 +124,38 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestStoredCostsThatCannotBeRead: a stored model that no longer validates (here: no profiles) is named as
+// unreadable by `visor stats --costs`, beside the readable ones, and `visor simulate --costs stored:KEY` refuses it
+// with the key and the reason; an empty database says how costs get there.
+func TestStoredCostsThatCannotBeRead(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "v.db")
+	out, _, err := runSafely(t, []string{"stats", "--costs", "--db", db}, strings.NewReader(""))
+	if err != nil || !strings.Contains(out, "no measured engine costs yet") {
+		t.Fatalf("empty database: %v\n%s", err, out)
+	}
+	store, err := memory.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(swap.SeedCosts())
+	if err := store.SaveEngineCosts(context.Background(), "good|||", good); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveEngineCosts(context.Background(), "broken|||", []byte(`{"profiles":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	out, errOut, err := runSafely(t, []string{"stats", "--costs", "--db", db}, strings.NewReader(""))
+	if err != nil || !strings.Contains(out, `engine broken|||: unreadable (stored costs of engine "broken|||": `) ||
+		!strings.Contains(out, "profiles: empty") || !strings.Contains(out, "tokens_per_second.mtp-swap") {
+		t.Fatalf("stats --costs: %v\n%s%s", err, out, errOut)
+	}
+	trace := filepath.Join("..", "..", "engine", "swap", "testdata", "traces", "chat-screenshots.json")
+	_, _, err = runSafely(t, []string{"simulate", "--trace", trace, "--costs", "stored:broken", "--db", db}, strings.NewReader(""))
+	if err == nil || !strings.Contains(err.Error(), `--costs stored:broken: stored costs of engine "broken|||"`) {
+		t.Fatalf("simulate with the broken model: %v", err)
+	}
 }
