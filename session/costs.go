@@ -113,7 +113,8 @@ func (s *Service) costsFor(ctx context.Context, r conductor.Ready) {
 	s.cost = &engineCosts{gen: r.Generation, info: info, costs: c}
 	s.mu.Lock()
 	switch {
-	case containsProfile(c.Profiles, info.Profile):
+	case containsProfile(swap.AllProfiles, info.Profile):
+		// The engine was launched in it, whether or not its cost model offers it for relaunches.
 		s.profile = info.Profile
 	case len(c.Profiles) > 0 && !containsProfile(c.Profiles, s.profile):
 		s.profile = c.Profiles[0]
