@@ -45,6 +45,14 @@ type Event interface{ isEvent() }
 // never emits it.
 type Notice struct{ Text string }
 
+// Explain is one thing the layers around the loop did ahead of time, or saw the engine do, for the request of
+// step Step (0: before the turn's first request): the scheduler's action, why it was taken and what it measured.
+// Front ends show it when asked (--explain); the loop itself never emits it.
+type Explain struct {
+	Step int
+	Text string
+}
+
 // StepStarted opens step Step (one model request and the tool calls it asked for).
 type StepStarted struct{ Step int }
 
@@ -113,6 +121,7 @@ type Finished struct {
 
 func (StepStarted) isEvent()      {}
 func (Notice) isEvent()           {}
+func (Explain) isEvent()          {}
 func (ImagesPending) isEvent()    {}
 func (Token) isEvent()            {}
 func (ReasoningToken) isEvent()   {}

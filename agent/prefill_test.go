@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/tools"
 )
 
@@ -110,75 +109,10 @@ func TestPrefillLeavesOnlyTheNewText(t *testing.T) {
 	}
 }
 
-// twoCallProxy fronts a real llama-server and FAKES only the first chat turn's answer: it forwards that request
-// (so the server caches its prompt as it would have) but answers with two parallel tool calls, which the tiny
-// models cannot produce (they make one call per turn). Every other request, and every later turn, is the real
-// server's.
-type twoCallProxy struct {
-	real  *httputil.ReverseProxy
-	base  string
-	calls string // the scripted tool_calls delta
-	mu    sync.Mutex
-	turns int
-}
-
-func newTwoCallProxy(t testing.TB, base string, fast, slow string) *httptest.Server {
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := fmt.Sprintf(`{"tool_calls":[{"index":0,"id":"A","type":"function","function":{"name":%q,"arguments":"{}"}},`+
-		`{"index":1,"id":"B","type":"function","function":{"name":%q,"arguments":"{}"}}]}`, slow, fast)
-	p := &twoCallProxy{real: httputil.NewSingleHostReverseProxy(u), base: base, calls: calls}
-	hs := httptest.NewServer(p)
-	t.Cleanup(hs.Close)
-	return hs
-}
-
-func (p *twoCallProxy) reset() {
-	p.mu.Lock()
-	p.turns = 0
-	p.mu.Unlock()
-}
-
-func (p *twoCallProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" {
-		p.real.ServeHTTP(w, r)
-		return
-	}
-	p.mu.Lock()
-	p.turns++
-	turn := p.turns
-	p.mu.Unlock()
-	if turn > 1 {
-		p.real.ServeHTTP(w, r)
-		return
-	}
-	// The body goes on byte for byte but unstreamed and cut to one token: decoding and re-encoding it would
-	// reorder the tools' schema keys, and so the rendered prompt.
-	body, _ := io.ReadAll(r.Body)
-	fwd := `{"max_tokens":1,` + strings.TrimPrefix(strings.Replace(string(body), `"stream":true`, `"stream":false`, 1), "{")
-	resp, err := http.Post(p.base+"/v1/chat/completions", "application/json", strings.NewReader(fwd))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	w.Header().Set("Content-Type", "text/event-stream")
-	chunk := func(delta, finish string) {
-		fmt.Fprintf(w, `data: {"choices":[{"finish_reason":%s,"index":0,"delta":%s}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`+"\n\n", finish, delta)
-	}
-	chunk(`{"role":"assistant","content":null}`, "null")
-	chunk(p.calls, "null")
-	chunk(`{}`, `"tool_calls"`)
-	fmt.Fprint(w, "data: [DONE]\n\n")
-}
-
 // toolStep is one agent run whose first step calls a slow tool and a fast one that returns a screenshot.
 type toolStep struct {
 	a        *agent.Agent
-	proxy    *twoCallProxy
+	proxy    *testkit.TwoCallProxy
 	release  chan struct{} // closed to let the slow tool return
 	prefills []*engine.Timings
 	mu       sync.Mutex
@@ -188,8 +122,8 @@ type toolStep struct {
 // the slow tool finish (so the test does not depend on timing); without, the slow tool waits for slow.
 func newToolStep(t testing.TB, srv *llamacpp.Server, shot func() []byte, lookahead bool, slow time.Duration) *toolStep {
 	s := &toolStep{}
-	hs := newTwoCallProxy(t, srv.URL(), "screenshot", "slow_scan")
-	s.proxy = hs.Config.Handler.(*twoCallProxy)
+	hs := testkit.NewTwoCallProxy(t, srv.URL(), "screenshot", "slow_scan")
+	s.proxy = hs.Config.Handler.(*testkit.TwoCallProxy)
 	reg := tools.NewRegistry()
 	for _, tl := range []tools.Tool{
 		tools.New("screenshot", "Take a screenshot", func(ctx context.Context, in struct{}) (tools.Result, error) {
@@ -236,7 +170,7 @@ func newToolStep(t testing.TB, srv *llamacpp.Server, shot func() []byte, lookahe
 }
 
 func (s *toolStep) run(t testing.TB, ctx context.Context, emit func(agent.Event)) agent.Finished {
-	s.proxy.reset()
+	s.proxy.Reset()
 	s.release = make(chan struct{})
 	s.prefills = nil
 	f := s.a.Run(ctx, nil, agent.Message{Role: "user", Content: "go"}, emit)

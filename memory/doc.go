@@ -1,5 +1,5 @@
 // Package memory stores conversations in one SQLite file: sessions, messages, tool runs, images as exact bytes,
-// engine events; full-text search, resume and fork. It does not call the model.
+// engine events, the engines' measured cost models; full-text search, resume and fork. It does not call the model.
 //
 // # SQLite
 //

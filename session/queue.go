@@ -313,7 +313,7 @@ func (q *engineQueue) prefill(t *ticket, slot int, done chan struct{}) {
 // decisions (a prefill with carried, what will become of it) and reports whether to prefill the turn's images
 // while it waits. Without a scheduler it does.
 func (svc *Service) planQueued(t *ticket, ahead int, carried string) bool {
-	sched := svc.cfg.Scheduler
+	sched := svc.scheduler()
 	if sched == nil {
 		return true
 	}
@@ -322,10 +322,10 @@ func (svc *Service) planQueued(t *ticket, ahead int, carried string) bool {
 	records := append([]swap.StepRecord(nil), s.records...)
 	s.mu.Unlock()
 	now := time.Since(svc.started)
-	obs := swap.Observation{Now: now, Profile: svc.currentProfile(), Compiled: true, Context: contextOf(t.history),
+	obs := swap.Observation{Now: now, Profile: svc.currentProfile(), Compiled: true, Context: contextOf(t.history, svc.imageTokens),
 		History: records, LastRelaunch: -1, Queued: ahead + 1}
 	for i, im := range t.user.Images {
-		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: now})
+		obs.Pending = append(obs.Pending, swap.PendingImage{ID: i, Tokens: svc.imageTokens(im), Known: now})
 	}
 	prefill := false
 	for _, a := range sched.Plan(obs) {

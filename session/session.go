@@ -3,7 +3,10 @@
 // policy (package images), and knows each session's lookahead — what its next requests will carry — so the
 // engine can prepare for them off the critical path (the attached image is prefilled at once). With
 // Config.Slots, turns of all sessions queue for the engine, each pinned to one server slot, and a waiting turn's
-// images are prefilled in a spare slot (queue.go; QueuedPrefill is the rule, which the gateway uses too).
+// images are prefilled in a spare slot (queue.go; QueuedPrefill is the rule, which the gateway uses too). It
+// measures what the engine's work costs (every request, prefill, warm-up and relaunch) into that engine's cost
+// model, kept in the store, which the scheduler (engine/swap) plans with, and says why it did what it did
+// (agent.Explain).
 //
 // `visor ask`, `run`, `chat`, `web`, `mcp serve` and the gateway are thin front ends over a Service: they parse
 // input and render the typed event stream (agent.Event plus this package's Notice), and hold no policy. The
@@ -111,6 +114,14 @@ type Config struct {
 	// at once. Profile is the engine's current profile for it (default resident, or text-only without vision).
 	Scheduler *swap.Scheduler
 	Profile   swap.Profile
+	// EngineCosts names a ready engine's cost model; with it every evaluation, generation and relaunch the
+	// service observes is measured into that model (Costs keeps it between processes) and the scheduler plans
+	// with it. Nil: the scheduler keeps Scheduler.Costs as given.
+	EngineCosts func(r conductor.Ready) (EngineCosts, bool)
+	Costs       CostBook
+	// ImageTokens is how many prompt tokens a w×h image takes in this engine (its projector's rule); default
+	// Qwen-VL's (swap.ImageTokens).
+	ImageTokens func(w, h int) int
 	// Slots is how many turns, of all sessions, use the engine at once; more wait in a queue, first come first
 	// served. 0 sends every turn to the engine at once (a remote server queues for itself). ServerSlots is the
 	// server's own slot count (llama-server --parallel), default Slots; each turn is pinned to one slot
@@ -156,6 +167,9 @@ type Service struct {
 	propsMu     sync.Mutex
 	props       map[int]llamacpp.Props // by engine generation
 	queue       *engineQueue           // nil without Config.Slots
+	costMu      sync.Mutex
+	cost        *engineCosts // the running engine's, nil until it is first ready
+	relaunchAt  bool         // a relaunch was reported and its ready event is still to come
 }
 
 // New checks cfg and returns a Service.
@@ -303,9 +317,23 @@ func (s *Service) register(sess *Session) *Session {
 }
 
 // RecordEngineEvent stores an engine event in every open stored session, so each shows what the server did
-// while it ran (starts, crashes, restarts, relaunches). Conductor.OnEvent calls it.
+// while it ran (starts, crashes, restarts, relaunches), and measures a relaunch's duration into the cost model of
+// the engine it started. Conductor.OnEvent calls it.
 func (s *Service) RecordEngineEvent(ev conductor.Event) {
-	if ev.Kind == conductor.EventReady {
+	switch ev.Kind {
+	case conductor.EventRelaunching:
+		s.mu.Lock()
+		s.relaunchAt = true
+		s.mu.Unlock()
+	case conductor.EventReady:
+		s.mu.Lock()
+		was := s.relaunchAt
+		s.relaunchAt = false
+		s.mu.Unlock()
+		if was {
+			// Before rewarm: its prefill reads the new engine's costs, which take this relaunch as their sample.
+			s.noteRelaunch(ev.Duration)
+		}
 		s.rewarm()
 	}
 	if s.cfg.Store == nil {
@@ -379,7 +407,8 @@ func (s *Service) touch(id string) {
 // recordPrefill keeps an ahead-of-time evaluation as an engine event, so `visor stats` can show the encode time
 // that left the critical path.
 // source says what made the images known ahead: "attached" (the user attached them before writing), "queued"
-// (the request waited for the engine behind others).
+// (the request waited for the engine behind others), "history" (a resumed or relaunched history), "tool" (a
+// tool returned them while slower tools of the step ran).
 func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *engine.Timings, source string) {
 	if s.cfg.Store == nil {
 		return
@@ -481,6 +510,7 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	if err != nil {
 		return r, llamacpp.Props{}, err
 	}
+	s.costsFor(ctx, r)
 	s.propsMu.Lock()
 	p, ok := s.props[r.Generation]
 	s.propsMu.Unlock()
@@ -499,13 +529,15 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	return r, p, nil
 }
 
-func (s *Service) build(r conductor.Ready, p llamacpp.Props) (Agent, error) {
-	return s.buildOn(r, p, -1)
+// build makes a turn's agent; the server chooses the slot. w, when set, watches the turn: it carries out (and
+// measures) the prefill of a tool's images while slower tools of the step still run.
+func (s *Service) build(r conductor.Ready, p llamacpp.Props, w *turnWatch) (Agent, error) {
+	return s.buildOn(r, p, -1, w)
 }
 
-// buildOn builds an agent whose requests all go to server slot slot (llama-server's id_slot), so a turn keeps
-// the slot that holds its conversation; slot < 0 lets the server choose.
-func (s *Service) buildOn(r conductor.Ready, p llamacpp.Props, slot int) (Agent, error) {
+// buildOn is build with every request going to server slot slot (llama-server's id_slot), so a turn keeps the
+// slot that holds its conversation; slot < 0 lets the server choose.
+func (s *Service) buildOn(r conductor.Ready, p llamacpp.Props, slot int, w *turnWatch) (Agent, error) {
 	if s.cfg.NewAgent != nil {
 		return s.cfg.NewAgent(r, p)
 	}
@@ -518,12 +550,18 @@ func (s *Service) buildOn(r conductor.Ready, p llamacpp.Props, slot int) (Agent,
 	if slot >= 0 {
 		extra.IDSlot = &slot
 	}
-	return agent.New(agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format, Extra: extra,
+	cfg := agent.Config{Model: r.Client, Tools: a.Tools, System: a.System, Mode: mode, Format: a.Format, Extra: extra,
 		MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, ToolChoice: a.ToolChoice, Temperature: a.Temperature,
 		// A tool's images are evaluated while slower tools of the step still run. That puts each result's images
 		// right after it, a layout llama-server takes and strict OpenAI servers may not: only for visor's own.
 		PrefillToolImages: s.cfg.Vision == VisionYes,
-		Logger:            s.cfg.Logger})
+		Logger:            s.cfg.Logger}
+	var ag *agent.Agent
+	if w != nil && cfg.PrefillToolImages {
+		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message) { w.prefillTools(ctx, ag, history) }
+	}
+	ag, err := agent.New(cfg)
+	return ag, err
 }
 
 // Lookahead is what the open sessions' next requests will carry, as far as the service knows now.

@@ -1,11 +1,9 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"image"
 	"net/http"
 	"sync"
 	"time"
@@ -44,6 +42,7 @@ type Session struct {
 	used               time.Time // last opened or answered: after a restart the engine re-warms this session first
 	turns              int
 	records            []swap.StepRecord // finished steps, for the scheduler
+	notes              []*aheadNote      // actions taken for the next message, for --explain
 	busy               bool
 	queued             int
 	slot               int // under the engine queue's lock: 1 + the server slot its last turn ran on; 0 before any
@@ -121,8 +120,10 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 			"(every image stays in the conversation): start a new session", ErrLimit, size(held), size(cfg.MaxSessionImageBytes))
 	}
 	s.queueLocked([]tools.Image{im})
-	if s.canPrefillLocked() && s.aheadLocked() {
-		s.startAheadLocked(ctx)
+	if s.canPrefillLocked() {
+		if note := s.aheadLocked(); note != nil {
+			s.startAheadLocked(ctx, note)
+		}
 	}
 	return im, nil
 }
@@ -148,73 +149,90 @@ func (s *Session) canPrefillLocked() bool {
 	return !s.svc.cfg.NoPrefill && s.prefill == nil && !s.busy
 }
 
-// startAheadLocked starts the prefill chain; the caller checked canPrefillLocked.
-func (s *Session) startAheadLocked(ctx context.Context) {
+// startAheadLocked starts the prefill chain; the caller checked canPrefillLocked. note is the scheduler's
+// prefill action the chain carries out (nil: the chain plans the history's itself).
+func (s *Session) startAheadLocked(ctx context.Context, note *aheadNote) {
 	done := make(chan struct{})
 	s.prefill = done
-	go s.ahead(context.WithoutCancel(ctx), done)
+	go s.ahead(context.WithoutCancel(ctx), done, note)
 }
 
 // rewarmLocked starts the prefill chain for a history that holds images the engine may not have cached (a
 // resumed session, or one whose engine restarted): the chain itself checks the engine's launch generation.
 func (s *Session) rewarmLocked(ctx context.Context) {
 	if s.canPrefillLocked() && countImages(s.history) > 0 {
-		s.startAheadLocked(ctx)
+		s.startAheadLocked(ctx, nil)
 	}
 }
 
-// aheadLocked asks the scheduler what to do now that the lookahead changed, and reports whether to prefill the
-// pending images. Called with s.mu held. Without a scheduler every attached image is prefilled at once.
-func (s *Session) aheadLocked() bool {
-	if s.svc.cfg.Scheduler == nil {
-		return true
-	}
+// aheadLocked asks the scheduler what to do now that the lookahead changed, and returns the prefill action it
+// chose for the pending images (nil: none), kept for --explain with the others. Called with s.mu held. Without a
+// scheduler every attached image is prefilled at once.
+func (s *Session) aheadLocked() *aheadNote {
 	var obs []swap.PendingImage
 	for i, im := range s.pending {
-		obs = append(obs, swap.PendingImage{ID: i, Tokens: imageTokens(im), Known: s.pendingAt[i].Sub(s.svc.started)})
+		obs = append(obs, swap.PendingImage{ID: i, Tokens: s.svc.imageTokens(im), Known: s.pendingAt[i].Sub(s.svc.started)})
 	}
-	return s.planLocked(contextOf(s.history), obs)
+	at := time.Now()
+	if len(s.pendingAt) > 0 {
+		at = s.pendingAt[0]
+	}
+	return s.planLocked(contextOf(s.history, s.svc.imageTokens), obs, false, at)
 }
 
 // historyAheadLocked asks the scheduler whether to evaluate the history's images now: the engine's cache does
-// not hold them (a resumed session, a restarted engine), and the next request will carry them all.
-func (s *Session) historyAheadLocked() bool {
-	if s.svc.cfg.Scheduler == nil {
-		return true
-	}
+// not hold them (a resumed session, a restarted engine), and the next request will carry them all. It returns
+// the prefill action (nil: none), kept for --explain.
+func (s *Session) historyAheadLocked() *aheadNote {
 	var obs []swap.PendingImage
 	for _, m := range s.history {
 		for _, im := range m.Images {
 			// Known since the session was opened (or the engine came back): stats count the lead from there.
-			obs = append(obs, swap.PendingImage{ID: len(obs), Tokens: imageTokens(im), Known: s.used.Sub(s.svc.started)})
+			obs = append(obs, swap.PendingImage{ID: len(obs), Tokens: s.svc.imageTokens(im), Known: s.used.Sub(s.svc.started)})
 		}
 	}
-	return s.planLocked(swap.Context{}, obs)
+	return s.planLocked(swap.Context{}, obs, true, s.used)
 }
 
-// planLocked runs the scheduler on what the next request will carry and carries out its actions but the
-// prefill, which it reports for the caller to start.
-func (s *Session) planLocked(cached swap.Context, pending []swap.PendingImage) bool {
+// planLocked runs the scheduler (planning with the running engine's measured costs) on what the next request
+// will carry, carries out its actions but the prefill, and keeps each as a note for --explain. It returns the
+// prefill's note for the caller to start, nil when the scheduler chose none. history says the pending images are
+// the history's; known is when they became known. Without a scheduler everything is prefilled at once.
+func (s *Session) planLocked(cached swap.Context, pending []swap.PendingImage, history bool, known time.Time) *aheadNote {
+	sched := s.svc.scheduler()
+	if sched == nil {
+		reason := "every attached image is evaluated at once"
+		if history {
+			reason = "a history with images the engine has not evaluated is evaluated at once"
+		}
+		n := &aheadNote{action: swap.Action{Kind: swap.ActPrefill, Images: make([]int, len(pending)), Reason: reason},
+			carried: "yes", at: known, history: history}
+		s.notes = append(s.notes, n)
+		return n
+	}
 	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
 		Context: cached, History: s.records, LastRelaunch: -1, Pending: pending}
-	prefill := false
-	for _, a := range s.svc.cfg.Scheduler.Plan(obs) {
+	var prefill *aheadNote
+	for _, a := range sched.Plan(obs) {
 		carried := "yes"
+		n := &aheadNote{action: a, at: known, history: history}
 		switch a.Kind {
 		case swap.ActPrefill:
-			prefill = true
+			prefill = n
 		case swap.ActRelaunch:
 			carried = s.svc.relaunch(a.Profile)
 		default:
 			carried = "no: the conductor warms the engine up at start"
 		}
+		n.carried = carried
+		s.notes = append(s.notes, n)
 		s.svc.recordDecision(s.id, a, carried)
 	}
 	return prefill
 }
 
 // contextOf is what the engine's cache holds for a conversation, as the scheduler counts it.
-func contextOf(history []agent.Message) swap.Context {
+func contextOf(history []agent.Message, imageTokens func(tools.Image) int) swap.Context {
 	var c swap.Context
 	for _, m := range history {
 		for _, im := range m.Images {
@@ -229,15 +247,6 @@ func contextOf(history []agent.Message) swap.Context {
 	return c
 }
 
-// imageTokens estimates an image's encoder tokens from its size (Qwen-VL's dynamic resolution, engine/swap).
-func imageTokens(im tools.Image) int {
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(im.Data))
-	if err != nil {
-		return 256
-	}
-	return swap.ImageTokens(cfg.Width, cfg.Height)
-}
-
 // historyPrefiller evaluates the shared prefix of a conversation's next request; *agent.Agent is one.
 type historyPrefiller interface {
 	PrefillHistory(ctx context.Context, history []agent.Message) (*engine.Timings, error)
@@ -245,9 +254,10 @@ type historyPrefiller interface {
 
 // ahead is the session's one prefill chain: it evaluates what the next request will carry until it has caught
 // up — the attached images (with the history before them), else a history with images that the engine's
-// current launch has not evaluated. A failed prefill is logged and kept as an engine event; the turn then
-// evaluates the images itself.
-func (s *Session) ahead(ctx context.Context, done chan struct{}) {
+// current launch has not evaluated. note is the scheduler's prefill action that started it, if any; every run is
+// kept in its action's note for --explain and measured into the engine's cost model. A failed prefill is logged
+// and kept as an engine event; the turn then evaluates the images itself.
+func (s *Session) ahead(ctx context.Context, done chan struct{}, note *aheadNote) {
 	defer close(done)
 	sent, sentGen := 0, 0
 	for {
@@ -260,15 +270,32 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 			return
 		}
 		history := append([]agent.Message(nil), s.history...)
+		// The image tokens this run encodes: those of the history the engine's launch has not evaluated, and,
+		// for attachments, the ones no earlier prefill of this launch did.
+		tokens := s.uncachedTokensLocked(history, r.Generation)
 		var user *agent.Message
 		switch {
 		case len(s.pending) > 0 && (len(s.pending) != sent || sentGen != r.Generation):
+			prev := 0
+			if s.warmGen == r.Generation {
+				prev = min(s.prefilled, len(s.pending))
+			}
+			for _, im := range s.pending[prev:] {
+				tokens += s.svc.imageTokens(im)
+			}
 			sent, sentGen = len(s.pending), r.Generation
 			user = &agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
+			if note == nil || note.history {
+				// Attached while the chain evaluated the history (or it restarted with the engine): no plan of
+				// their own was made, the running chain takes them.
+				note = &aheadNote{action: swap.Action{Kind: swap.ActPrefill, Images: make([]int, len(s.pending)),
+					Reason: "attached while a prefill ran: the running prefill takes them"}, carried: "yes", at: s.pendingAt[0]}
+				s.notes = append(s.notes, note)
+			}
 		case len(s.pending) == 0 && countImages(history) > 0 && (s.warmGen != r.Generation || s.warmLen != len(history)) &&
 			(s.triedGen != r.Generation || s.triedLen != len(history)):
 			s.triedGen, s.triedLen = r.Generation, len(history)
-			if !s.historyAheadLocked() {
+			if note = s.historyAheadLocked(); note == nil {
 				s.prefill = nil
 				s.mu.Unlock()
 				return
@@ -289,7 +316,7 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 		}
 		start := time.Now()
 		var tm *engine.Timings
-		a, err := s.svc.buildOn(r, p, slot)
+		a, err := s.svc.buildOn(r, p, slot, nil)
 		if err == nil {
 			if user != nil {
 				tm, err = a.Prefill(ctx, history, *user)
@@ -300,6 +327,9 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 			}
 		}
 		took := time.Since(start)
+		s.mu.Lock()
+		note.runs = append(note.runs, prefillRun{images: images, start: start, took: took, err: err})
+		s.mu.Unlock()
 		if err != nil {
 			s.svc.cfg.Logger.Warn("prefill failed; the images will be encoded with the next request", "session", s.id, "err", err)
 			s.svc.recordPrefillFailed(s.id, images, took, err)
@@ -317,7 +347,24 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}) {
 			source = "history"
 		}
 		s.svc.recordPrefill(s.id, images, took, tm, source)
+		s.svc.observe(s.svc.evalSample(tm, tokens, s.svc.measuredTextRate()))
 	}
+}
+
+// uncachedTokensLocked is how many image tokens of history the engine launch gen has not evaluated: those after
+// the prefix its cache holds, or all of them when another launch evaluated it (or none did).
+func (s *Session) uncachedTokensLocked(history []agent.Message, gen int) int {
+	from := 0
+	if s.warmGen == gen && s.warmLen <= len(history) {
+		from = s.warmLen
+	}
+	n := 0
+	for _, m := range history[from:] {
+		for _, im := range m.Images {
+			n += s.svc.imageTokens(im)
+		}
+	}
+	return n
 }
 
 // prefillOnce has the engine evaluate history and user's images, up to where user's text will go, on server
@@ -327,7 +374,7 @@ func (svc *Service) prefillOnce(ctx context.Context, history []agent.Message, us
 	if err != nil {
 		return nil, err
 	}
-	a, err := svc.buildOn(r, p, slot)
+	a, err := svc.buildOn(r, p, slot, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -381,6 +428,14 @@ func (s *Session) ClearAttachments() {
 	_ = s.waitPrefill(context.Background())
 	s.mu.Lock()
 	s.pending, s.pendingAt, s.pendBytes, s.prefilled = nil, nil, 0, 0
+	// The attachments' notes go with them; a history prefill's still explains the next message.
+	var kept []*aheadNote
+	for _, n := range s.notes {
+		if n.history {
+			kept = append(kept, n)
+		}
+	}
+	s.notes = kept
 	s.mu.Unlock()
 }
 
@@ -453,6 +508,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	s.mu.Lock()
 	s.queued--
 	s.busy = true
+	running := s.prefill != nil
 	s.mu.Unlock()
 	crashed := false
 	defer func() {
@@ -462,29 +518,42 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		s.used = time.Now()
 		// What the next request carries and the cache lacks: images queued for it, or, after the engine
 		// restarted under this turn, the whole history.
-		if len(s.pending) > 0 && s.canPrefillLocked() && s.aheadLocked() {
-			s.startAheadLocked(ctx)
-		} else if crashed {
+		if len(s.pending) > 0 && s.canPrefillLocked() {
+			if note := s.aheadLocked(); note != nil {
+				s.startAheadLocked(ctx, note)
+				return
+			}
+		}
+		if crashed {
 			s.rewarmLocked(ctx)
 		}
 	}()
-	s.mu.Lock()
-	running := s.prefill != nil
-	s.mu.Unlock()
-	waitStart := time.Now()
+	sent := time.Now()
 	if err := s.waitPrefill(ctx); err != nil {
 		return Result{SessionID: s.id}, err
 	}
+	waited := time.Since(sent)
 	if running {
 		// The request waits for the prefill's end: that part of its time is exposed, not hidden.
-		svc.recordPrefillWait(s.id, time.Since(waitStart))
+		svc.recordPrefillWait(s.id, waited)
 	}
 	s.mu.Lock()
+	var explained []string
+	for _, n := range s.notes {
+		explained = append(explained, n.explain(sent, waited))
+	}
+	s.notes = nil
+	// The attachments were all evaluated ahead, by the launch aheadGen: the request finds them in its cache.
+	userAhead := len(extra) == 0 && len(s.pending) > 0 && s.prefilled == len(s.pending)
+	aheadGen := s.warmGen
 	taken := len(s.pending)
 	user := agent.Message{Role: "user", Content: text, Images: append(append([]tools.Image(nil), s.pending...), extra...)}
 	history := append([]agent.Message(nil), s.history...)
 	s.queueLocked(next)
 	s.mu.Unlock()
+	for _, line := range explained {
+		emit(agent.Explain{Text: line})
+	}
 	slot := -1
 	if q := svc.queue; q != nil {
 		// Wait for the engine behind the other sessions' turns; while waiting, this turn's images are evaluated
@@ -513,7 +582,8 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if len(user.Images) > 0 && !props.Vision && svc.cfg.Vision != VisionYes {
 		return Result{SessionID: s.id}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
 	}
-	a, err := svc.buildOn(r, props, slot)
+	watch := &turnWatch{svc: svc, session: s.id, userAhead: userAhead && aheadGen == r.Generation, profile: svc.currentProfile()}
+	a, err := svc.buildOn(r, props, slot, watch)
 	if err != nil {
 		return Result{SessionID: s.id}, err
 	}
@@ -527,7 +597,8 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if svc.cfg.Store != nil {
 		store = svc.cfg.Store
 	}
-	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, emit)
+	watch.emit = emit
+	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, watch.event)
 	res := Result{Finished: f, SessionID: sessionID, Added: added}
 	s.mu.Lock()
 	s.turns++
@@ -552,7 +623,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		if back.Generation != r.Generation {
 			emit(agent.Notice{Text: "the engine crashed and was restarted: send the message again"})
 			crashed = true
-			s.keep(sessionID, added, taken, 0)
+			s.keep(sessionID, added, taken, 0, watch.measured())
 			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
 		}
 	}
@@ -560,17 +631,18 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if f.Err == nil {
 		gen = r.Generation
 	}
-	s.keep(sessionID, added, taken, gen)
+	s.keep(sessionID, added, taken, gen, watch.measured())
 	if f.Err != nil {
 		return res, errors.Join(f.Err, storeErr)
 	}
 	return res, storeErr
 }
 
-// keep appends a turn's messages to the in-memory history, drops the taken attachments (those queued since stay
-// for the next message) and moves the session to where it was stored. gen is the engine launch whose cache now
-// holds the history, 0 when unknown.
-func (s *Session) keep(sessionID string, added []agent.Message, taken, gen int) {
+// keep measures the turn's requests (samples) into the engine's cost model, appends the turn's messages to the
+// in-memory history, drops the taken attachments (those queued since stay for the next message) and moves the
+// session to where it was stored. gen is the engine launch whose cache now holds the history, 0 when unknown.
+func (s *Session) keep(sessionID string, added []agent.Message, taken, gen int, samples []swap.Sample) {
+	s.svc.observe(samples...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.history = append(s.history, added...)

@@ -102,7 +102,8 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	var svc *session.Service
 	restarting := false
-	a.cond = conductor.New(conductor.Config{Launch: launcher(t.engine, stderr, logger), APIKey: t.engine.apiKey,
+	seen := &launchedEngine{}
+	a.cond = conductor.New(conductor.Config{Launch: launcher(t.engine, stderr, logger, seen), APIKey: t.engine.apiKey,
 		Logger: logger, OnEvent: func(ev conductor.Event) {
 			switch ev.Kind {
 			case conductor.EventCrashed:
@@ -122,16 +123,18 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}})
 	cond := a.cond
 	a.closers = append(a.closers, func() { _ = cond.Close(context.Background()) })
-	// The scheduler decides ahead of each request from the lookahead; the seed's measured costs until the
-	// engine's own are measured.
+	// The scheduler decides ahead of each request from the lookahead: with the engine's stored measurements,
+	// or the seed's (§9's on an H200) until it has some.
 	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
 	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: t.engine.profile(t.modelName),
 		Logger:        logger, Images: a.limits, Scheduler: sched,
+		EngineCosts: seen.costs, ImageTokens: projectorTokens(t.engine.mmproj),
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
 	if a.store != nil {
 		scfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
+		scfg.Costs = session.StoredCosts{Rows: a.store}
 	}
 	if t.engine.endpoint == "" {
 		// Each turn takes one slot of visor's llama-server, so sessions do not evict each other's cache; with
@@ -148,7 +151,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 // ensureEngine starts the engine now, for commands that serve many requests (chat, web, mcp serve), so a model
 // that cannot load fails at start instead of at the first message.
 func (a *app) ensureEngine(ctx context.Context) error {
-	if _, err := a.cond.EnsureReady(ctx); err != nil {
+	if err := a.svc.EnsureReady(ctx); err != nil {
 		return fmt.Errorf("the engine: %w", err)
 	}
 	return nil
@@ -191,15 +194,18 @@ func expandHome(p string) string {
 
 // launcher starts the engine for the conductor: an --endpoint or a `visor serve` engine is used as it is, a
 // model is started by the plan, and a restart after a crash comes back at the same address.
-func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.Launch {
+// seen, when not nil, hears what each launch started, for the engine's cost model.
+func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launchedEngine) conductor.Launch {
 	var last *llamacpp.Server
 	return func(ctx context.Context, mode string) (conductor.Process, error) {
 		if e.endpoint != "" {
+			seen.remote(engine.RedactURL(e.endpoint))
 			return conductor.Remote{Addr: e.endpoint}, nil
 		}
 		if last == nil {
 			if _, st, ok := findServed(ctx, e); ok {
 				fmt.Fprintf(stderr, "reusing the engine `visor serve` (pid %d) runs at %s\n", st.VisorPID, st.URL)
+				seen.remote("visor serve " + filepath.Base(e.model))
 				return conductor.Remote{Addr: st.URL}, nil
 			}
 		}
@@ -213,6 +219,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				return nil, err
 			}
 			last = srv
+			seen.started(e, srv, seen.placed(), llamacpp.WarmupStats{})
 			return srv, nil
 		}
 		logDir := filepath.Join(llamacpp.InstallDir(), "logs")
@@ -227,7 +234,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 				}
 			},
 		}
-		srv, onGPU, err := startEngine(ctx, e, mode, cfg, stderr, logger)
+		srv, on, err := startEngine(ctx, e, mode, cfg, stderr, logger)
 		if err != nil {
 			prog.Done("failed")
 			return nil, fmt.Errorf("start llama-server for --model %s: %w", e.model, err)
@@ -240,13 +247,14 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 			}
 		}
 		prog.Done("ready")
-		if onGPU && e.warmup {
+		var warm llamacpp.WarmupStats
+		if on.GPU != "" && e.warmup {
 			// The first image and long prompt after a GPU start compile kernels (56 s once on Vulkan): pay it
 			// now, with progress on screen, rather than silently on the user's first screenshot.
 			c := srv.Client()
 			p, err := llamacpp.ReadProps(ctx, c)
 			if err == nil {
-				_, err = llamacpp.Warmup(ctx, c, p, func(m string) { fmt.Fprintln(stderr, m) })
+				warm, err = llamacpp.Warmup(ctx, c, p, func(m string) { fmt.Fprintln(stderr, m) })
 			}
 			if err != nil {
 				_ = srv.Stop(context.Background())
@@ -254,6 +262,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger) conductor.La
 			}
 		}
 		last = srv
+		seen.started(e, srv, on, warm)
 		return srv, nil
 	}
 }

@@ -50,20 +50,20 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 }
 
 // startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
-// out-of-memory), otherwise with the flags as given. onGPU says the plan put the server on a GPU it found.
-func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (_ *llamacpp.Server, onGPU bool, _ error) {
-	plain := func() (*llamacpp.Server, bool, error) {
+// out-of-memory), otherwise with the flags as given; it says where the server runs.
+func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (*llamacpp.Server, placedOn, error) {
+	plain := func() (*llamacpp.Server, placedOn, error) {
 		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
 		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
 		s, err := llamacpp.Start(ctx, cfg)
-		return s, false, err
+		return s, placedOn{}, err
 	}
 	switch e.plan {
 	case "off":
 		return plain()
 	case "auto":
 	default:
-		return nil, false, fmt.Errorf("--plan %q: use auto or off", e.plan)
+		return nil, placedOn{}, fmt.Errorf("--plan %q: use auto or off", e.plan)
 	}
 	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
 		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
@@ -76,17 +76,24 @@ func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.C
 		return plain()
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
+		return nil, placedOn{}, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
 	}
 	res.Prefer = vram.Mode(mode)
 	srv, used, placed, err := launch.StartChecked(ctx, cfg, res, launch.Reporter(stderr))
 	if err != nil {
-		return nil, false, err
+		return nil, placedOn{}, err
 	}
 	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
 	reportPlacement(stderr, placed)
-	return srv, launch.WantFor(res, used.Args).GPU != "", nil
+	on := placedOn{Mode: string(used.Name)}
+	if launch.WantFor(res, used.Args).GPU != "" {
+		on.GPU = res.GPU.Name
+	}
+	return srv, on, nil
 }
+
+// placedOn is where startEngine put the server: the plan's mode, and the GPU (empty: none, the CPU).
+type placedOn struct{ GPU, Mode string }
 
 // toolFlags select built-in tools.
 type toolFlags struct {
@@ -190,6 +197,7 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	t.register(fs)
 	fs.Var(&images, "image", "image file to attach (repeatable)")
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
+	t.registerExplain(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -284,6 +292,7 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	}
 	defer sess.Close()
 	p := newPrinter(stdout, stderr, t.showReasoning)
+	p.explain = t.explain
 	res, err := sess.Turn(ctx, t.question, imgs, p.event)
 	p.finish(res.Finished)
 	if a.svc.Stored() {
@@ -307,12 +316,20 @@ type agentOptions struct {
 	temperature *float32
 	// showReasoning streams the model's thinking to stderr; otherwise only its length is reported.
 	showReasoning bool
+	// explain prints, on stderr as the turn goes, what was done ahead of time, why, and what it took.
+	explain bool
+}
+
+// registerExplain adds --explain, for the commands that print a turn as it goes (ask, chat, run).
+func (o *agentOptions) registerExplain(fs *flag.FlagSet) {
+	fs.BoolVar(&o.explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 }
 
 // printer renders a turn's events: answer text on stdout, tool activity and speed on stderr.
 type printer struct {
 	stdout, stderr io.Writer
 	showReasoning  bool
+	explain        bool
 	start          time.Time
 	generated      int
 	lastTPS        float64
@@ -337,6 +354,14 @@ func (p *printer) event(ev agent.Event) {
 		}
 	case agent.Notice:
 		fmt.Fprintln(p.stderr, e.Text)
+	case agent.Explain:
+		if p.explain {
+			if p.midLine {
+				fmt.Fprintln(p.stdout)
+				p.midLine = false
+			}
+			fmt.Fprintf(p.stderr, "explain: %s\n", e.Text)
+		}
 	case agent.ToolCallStarted:
 		if p.midLine {
 			fmt.Fprintln(p.stdout)

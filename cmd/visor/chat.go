@@ -31,6 +31,7 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var t turn
 	t.register(fs)
 	fs.StringVar(&t.session, "session", "", "continue this stored session (an id or a unique prefix)")
+	t.registerExplain(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer sess.Close()
-	c := &chat{ctx: ctx, app: a, sess: sess, stdout: stdout, stderr: stderr, showReasoning: t.showReasoning}
+	c := &chat{ctx: ctx, app: a, sess: sess, stdout: stdout, stderr: stderr, showReasoning: t.showReasoning, explain: t.explain}
 	fmt.Fprint(stderr, chatHelp)
 	in := bufio.NewReader(stdin)
 	for {
@@ -130,6 +131,7 @@ type chat struct {
 	sess           *session.Session
 	stdout, stderr io.Writer
 	showReasoning  bool
+	explain        bool
 }
 
 func (c *chat) line(l string) error {
@@ -174,6 +176,7 @@ func (c *chat) attach(path string) error {
 
 func (c *chat) send(text string) error {
 	p := newPrinter(c.stdout, c.stderr, c.showReasoning)
+	p.explain = c.explain
 	res, err := c.sess.Turn(c.ctx, text, nil, p.event)
 	p.finish(res.Finished)
 	if err != nil && c.ctx.Err() == nil {

@@ -72,8 +72,13 @@ func (b *chatBackend) Status() tui.Status {
 
 func (b *chatBackend) Send(ctx context.Context, text string, emit func(agent.Event)) agent.Finished {
 	res, err := b.session().Turn(ctx, text, nil, func(ev agent.Event) {
-		if sf, ok := ev.(agent.StepFinished); ok {
-			b.observe(sf)
+		switch e := ev.(type) {
+		case agent.StepFinished:
+			b.observe(e)
+		case agent.Explain:
+			if !b.app.turn.explain {
+				return
+			}
 		}
 		emit(ev)
 	})

@@ -153,7 +153,7 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 		m.Slots, m.ServerSlots = ef.parallel-1, ef.parallel
 	}
 	m.Open = func() gateway.Engine {
-		launch := launcher(ef, stderr, logger)
+		launch := launcher(ef, stderr, logger, nil)
 		var advertised string
 		c := conductor.New(conductor.Config{APIKey: ef.apiKey, Logger: logger,
 			Launch: func(ctx context.Context, mode string) (conductor.Process, error) {

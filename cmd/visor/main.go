@@ -30,11 +30,12 @@ usage:
   visor gateway [--config models.yaml | --model M.gguf] [--addr 127.0.0.1:8080] [--store]   an OpenAI-compatible endpoint for any agent
   visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
   visor stats [SESSION] [--trace]    per-step tokens/s, cache, draft acceptance, prefill ahead; --trace for visor simulate
+  visor stats --costs                each engine's measured cost model and the samples behind each number
   visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
   visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB|24GiB,24GiB] [--devices Vulkan0,Vulkan1] [--ctx N] [--cache-type q4_0] [--json]
   visor models write DIR             write the tiny test models (chat + vision projector)
   visor engine                       show the llama-server visor would use and what it supports
-  visor simulate --trace FILE [--costs seed|h200|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines
+  visor simulate --trace FILE [--costs seed|h200|stored|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines
   visor version                      print visor's version (also --version)
 
 Run "visor COMMAND -h" for a command's flags. Defaults (model, tools, workspace) come from
@@ -100,7 +101,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "engine":
 		return cmdEngine(ctx, args[1:], stdout, stderr)
 	case "simulate":
-		return cmdSimulate(args[1:], stdout, stderr)
+		return cmdSimulate(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -32,6 +32,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.StringVar(&mmproj, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector for --model (env VISOR_MMPROJ)")
 	fs.StringVar(&endpoint, "endpoint", "", "run the agent on a running OpenAI-compatible server instead (URL)")
 	fs.StringVar(&t.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/visor/config.yaml or ~/.config/visor/config.yaml)")
+	var explain bool
+	fs.BoolVar(&explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -59,7 +61,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		// chosen for another model.
 		t.engine = engineFlags{model: model, mmproj: mmproj, endpoint: endpoint, parallel: 1, plan: "auto", gpu: "auto"}
 	}
-	t.question, t.images = prompt, images
+	t.question, t.images, t.explain = prompt, images, explain
 	if prompt == "" {
 		// The file's steps, in one session; --image files go with the first.
 		t.question = spec.Steps[0].Prompt
@@ -102,6 +104,7 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 	}
 	defer sess.Close()
 	p := newPrinter(stdout, stderr, t.showReasoning)
+	p.explain = t.explain
 	shown := -1
 	_, err = sess.Steps(ctx, steps, func(i int, ev agent.Event) {
 		if i != shown {

@@ -109,7 +109,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	failed := make(chan error, 1)
 	// The conductor restarts a crash at the same address, so clients keep their URL, and gives up on a server
 	// that keeps crashing rather than restarting it forever.
-	cond := conductor.New(conductor.Config{Launch: launcher(ef, stderr, logger), Logger: logger,
+	cond := conductor.New(conductor.Config{Launch: launcher(ef, stderr, logger, nil), Logger: logger,
 		OnEvent: func(ev conductor.Event) {
 			switch ev.Kind {
 			case conductor.EventCrashed:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -19,12 +20,14 @@ const maxSimFile = 16 << 20
 
 // cmdSimulate is `visor simulate`: replay agent traces against a cost model and compare the swap scheduler with
 // its baselines.
-func cmdSimulate(args []string, stdout, stderr io.Writer) error {
+func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var traces listFlag
 	fs.Var(&traces, "trace", "agent trace JSON (repeatable; format: engine/swap/trace.md)")
-	costsArg := fs.String("costs", "seed", "cost model: a JSON file, or a preset: "+presetNames())
+	costsArg := fs.String("costs", "seed", "cost model: a JSON file, a preset ("+presetNames()+
+		"), or stored[:TEXT]: the engine costs measured into --db (the latest, or the engine whose key has TEXT)")
+	db := fs.String("db", "", "conversation database for --costs stored (default ~/.local/share/visor/visor.db)")
 	asJSON := fs.Bool("json", false, "print the reports as JSON")
 	explain := fs.Bool("explain", false, "also print each scheduler action and why it was taken")
 	rest, err := parseInterleaved(fs, args)
@@ -36,7 +39,12 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("simulate: give --trace FILE (examples: engine/swap/testdata/traces/*.json)")
 	}
-	costs, err := loadCosts(*costsArg)
+	var costs swap.Costs
+	if *costsArg == "stored" || strings.HasPrefix(*costsArg, "stored:") {
+		costs, err = loadStoredCosts(ctx, *db, *costsArg)
+	} else {
+		costs, err = loadCosts(*costsArg)
+	}
 	if err != nil {
 		return err
 	}

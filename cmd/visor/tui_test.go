@@ -164,7 +164,7 @@ func TestChatInATerminal(t *testing.T) {
 	}
 	db := filepath.Join(dir, "v.db")
 
-	a := startTmux(t, dir, "vision", "chat", "--model", chat, "--mmproj", proj, "--db", db, "--plan", "off")
+	a := startTmux(t, dir, "vision", "chat", "--model", chat, "--mmproj", proj, "--db", db, "--plan", "off", "--explain")
 	a.waitScreen("status line", regexp.MustCompile(`tiny-bigram\.gguf · ctx 0/\d+ .*resident: projector`))
 	a.paste(shot)
 	a.waitScreen("dropped screenshot", regexp.MustCompile(`attached shot\.png \(\d+ bytes\)`))
@@ -172,6 +172,8 @@ func TestChatInATerminal(t *testing.T) {
 	a.waitScreen("streamed answer", regexp.MustCompile(`(?s)you › \[1 image\] What is on the screen\?.*Hi!.*ctx [1-9]\d*/\d+ .*tok/s`))
 	// The turn ends after the answer is stored; only then is the prompt idle.
 	a.waitUntil("turn over", "no “answering”", func(s string) bool { return !strings.Contains(s, "answering") })
+	// --explain: the screenshot was evaluated ahead, and the question's request found it in the cache.
+	a.waitScreen("explained prefill", regexp.MustCompile(`(?s)explain: prefill 1 image\(s\) ahead \(attached .*explain: step 1: the request found its 1 image\(s\) in the cache`))
 	a.keys("C-c")
 	a.waitScreen("first Ctrl-C at an idle prompt", regexp.MustCompile(`press Ctrl\+C again to quit`))
 	a.keys("C-c")

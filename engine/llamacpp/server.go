@@ -410,6 +410,10 @@ func (s *Server) Err() error {
 // Placement is where the server put the model and the vision encoder, from its load log.
 func (s *Server) Placement() Placement { return s.place.get() }
 
+// Args are the arguments the server was started with (the binary left out), for telling apart what changes its
+// speed (engine/swap.FlagsKey).
+func (s *Server) Args() []string { return append([]string(nil), s.cmd.Args[1:]...) }
+
 // Binary is the llama-server executable this server runs.
 func (s *Server) Binary() string { return s.cfg.Binary }
 

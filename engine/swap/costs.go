@@ -260,6 +260,9 @@ func plausibleSpeed(v float64) bool { return v >= minSpeed && v <= maxSpeed }
 func ParseCosts(data []byte) (Costs, error) {
 	c := SeedCosts()
 	c.TokensPerSecond = nil // a file's speeds replace the seed's, not merge with them
+	// The key names the engine the numbers were measured on: a file's key is whole (its empty fields, such as
+	// the GPU of a CPU engine, are left out of the JSON), never the seed's with some fields replaced.
+	c.Key = Key{}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {

@@ -127,3 +127,21 @@ func TestFlagsKey(t *testing.T) {
 		t.Fatal("different context sizes share a key")
 	}
 }
+
+// TestParseCostsKeepsTheKeyWhole reads back a CPU engine's model: its key has no GPU, which JSON leaves out, and
+// the parsed key must not take the seed's GPU or flags in its place (it names the engine the numbers are from).
+func TestParseCostsKeepsTheKeyWhole(t *testing.T) {
+	c := swap.SeedCosts()
+	c.Key = swap.Key{Model: "tiny.gguf", Projector: "proj.gguf"}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := swap.ParseCosts(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Key != c.Key {
+		t.Fatalf("key read back as %+v, want %+v", got.Key, c.Key)
+	}
+}

@@ -490,6 +490,9 @@ func (m *model) apply(ev agent.Event) {
 		m.entries = append(m.entries, entry{kind: noticeEntry, text: "unusable tool call: " + oneLine(e.Text, 200)})
 	case agent.ImagesPending:
 		m.notice = fmt.Sprintf("encoding %d image%s …", e.Count, plural(e.Count))
+	case agent.Explain:
+		m.closeStreaming()
+		m.entries = append(m.entries, entry{kind: noticeEntry, text: "explain: " + e.Text})
 	}
 }
 

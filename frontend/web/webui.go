@@ -352,6 +352,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			event("images", map[string]int{"count": e.Count})
 		case agent.Notice:
 			event("notice", map[string]string{"text": e.Text})
+		case agent.Explain:
+			event("explain", map[string]any{"step": e.Step, "text": e.Text})
 		case agent.ToolCallStarted:
 			event("call", map[string]any{"name": e.Call.Name, "arguments": e.Call.Arguments})
 		case agent.ToolCallFinished:

@@ -137,18 +137,26 @@ func TestChatWithScreenshot(t *testing.T) {
 	var answer strings.Builder
 	var done map[string]any
 	images := 0
+	var explained []string
 	for _, e := range evs {
 		switch e.kind {
 		case "token":
 			answer.WriteString(e.data["text"].(string))
 		case "images":
 			images = int(e.data["count"].(float64))
+		case "explain":
+			explained = append(explained, e.data["text"].(string))
 		case "done":
 			done = e.data
 		}
 	}
 	if answer.String() != "Hi!" || images != 1 || done == nil || done["reason"] != "answer" {
 		t.Fatalf("answer %q images %d done %v", answer.String(), images, done)
+	}
+	// The stream says why the screenshot was evaluated ahead, and that the question found it in the cache.
+	if len(explained) != 2 || !strings.HasPrefix(explained[0], "prefill 1 image(s) ahead (attached ") ||
+		!strings.Contains(explained[0], " — done in ") || !strings.Contains(explained[1], "found its 1 image(s) in the cache") {
+		t.Fatalf("explain events %q", explained)
 	}
 	if cached, _ := done["cached_tokens"].(float64); cached < 16 {
 		t.Fatalf("the prefilled screenshot was not in the cache: %v cached tokens", done["cached_tokens"])

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/gguf"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
+)
+
+// launchedEngine is what the launcher last started, so the session service can name its cost model. A nil
+// *launchedEngine hears nothing (commands that measure nothing).
+type launchedEngine struct {
+	mu   sync.Mutex
+	info session.EngineCosts
+	ok   bool
+	on   placedOn
+}
+
+// started records a llama-server visor launched: its model, projector, GPU and speed flags name its costs; the
+// plan's mode is its profile; a GPU warm-up's image measures the one-time pipeline compile.
+func (l *launchedEngine) started(e engineFlags, srv *llamacpp.Server, on placedOn, warm llamacpp.WarmupStats) {
+	if l == nil {
+		return
+	}
+	gpu := on.GPU
+	args := srv.Args()
+	key := swap.Key{Model: filepath.Base(e.model), GPU: gpu, Flags: swap.FlagsKey(args)}
+	if e.mmproj != "" {
+		key.Projector = filepath.Base(e.mmproj)
+	}
+	// The projector runs on the CPU without a GPU, when told to, or where llama.cpp says it put it there.
+	onCPU := gpu == "" || strings.Contains(key.Flags, "--no-mmproj-offload")
+	if p := srv.Placement().Projector; p != "" && strings.Contains(strings.ToUpper(p), "CPU") {
+		onCPU = true
+	}
+	info := session.EngineCosts{Key: key, EncodesOnCPU: onCPU, Defaults: defaultCosts(gpu, e.mmproj != ""),
+		Profile: swap.Profile(on.Mode)}
+	if !onCPU {
+		// The warm-up's long prompt also compiles kernels, so it is no measure of prompt speed and is left out.
+		info.FirstImage, info.FirstImageTokens = warm.Image, warm.ImagePromptTokens
+	}
+	l.set(info, on)
+}
+
+// remote records a server visor did not start: its speed flags and GPU are not known here.
+func (l *launchedEngine) remote(label string) {
+	if l == nil {
+		return
+	}
+	l.set(session.EngineCosts{Key: swap.Key{Model: label, GPU: "remote"}, Defaults: swap.SeedCosts()}, placedOn{})
+}
+
+func (l *launchedEngine) set(info session.EngineCosts, on placedOn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.info, l.ok, l.on = info, true, on
+}
+
+// placed is where the last launch put the server (a restart after a crash comes back the same way).
+func (l *launchedEngine) placed() placedOn {
+	if l == nil {
+		return placedOn{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.on
+}
+
+// costs is session.Config.EngineCosts: the engine the launcher started last is the one ready.
+func (l *launchedEngine) costs(conductor.Ready) (session.EngineCosts, bool) {
+	if l == nil {
+		return session.EngineCosts{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.info, l.ok
+}
+
+// defaultCosts is the cost model an engine starts from before anything is measured on it: §9's on an H200, the
+// seed's elsewhere. An engine without a GPU has one profile (the projector and the model both on the CPU), so
+// it offers only that one and the scheduler never relaunches it into profiles it cannot run.
+func defaultCosts(gpu string, vision bool) swap.Costs {
+	if strings.Contains(strings.ToUpper(gpu), "H200") {
+		return swap.H200Costs()
+	}
+	c := swap.SeedCosts()
+	if gpu == "" {
+		c.Profiles = []swap.Profile{swap.TextOnly}
+		if vision {
+			c.Profiles = []swap.Profile{swap.VisionCPU}
+		}
+		c.Source = "seed defaults (docs/engine-notes.md §4) for an engine on the CPU, until measured"
+	}
+	return c
+}
+
+// projectorTokens is how many prompt tokens an image takes with the projector file (its own resize rule), or
+// nil (Qwen-VL's rule) when there is none or it cannot be read.
+func projectorTokens(mmproj string) func(w, h int) int {
+	if mmproj == "" {
+		return nil
+	}
+	f, err := gguf.Open(mmproj)
+	if err != nil {
+		return nil
+	}
+	fa, err := vram.FactsFromGGUF(f)
+	if err != nil || fa.Projector == nil {
+		return nil
+	}
+	p := fa.Projector
+	return func(w, h int) int { return p.ImageTokens(w, h) }
+}
+
+// storedModel is one engine's stored cost model, or why it cannot be read.
+type storedModel struct {
+	row   memory.EngineCosts
+	costs swap.Costs
+	err   error
+}
+
+// storedModels reads every engine's stored cost model, the most recently updated first.
+func storedModels(ctx context.Context, db string) ([]storedModel, error) {
+	store, err := openStore(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	rows, err := store.ListEngineCosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]storedModel, len(rows))
+	for i, r := range rows {
+		out[i].row = r
+		if out[i].costs, err = swap.ParseCosts(r.Costs); err != nil {
+			// The next run of that engine measures it again and replaces the row.
+			out[i].err = fmt.Errorf("stored costs of engine %q: %w", r.Key, err)
+		}
+	}
+	return out, nil
+}
+
+// printCosts is `visor stats --costs`: each engine's cost model as the scheduler plans with it, and how many
+// measurements back each number (0: the default, not measured on this machine).
+func printCosts(ctx context.Context, db string, asJSON bool, stdout io.Writer) error {
+	models, err := storedModels(ctx, db)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		list := []swap.Costs{}
+		for _, m := range models {
+			if m.err == nil {
+				list = append(list, m.costs)
+			}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	if len(models) == 0 {
+		_, err := fmt.Fprintln(stdout, "no measured engine costs yet: they are kept as `visor ask`, `chat` or `web` run a model")
+		return err
+	}
+	for i, m := range models {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if m.err != nil {
+			fmt.Fprintf(stdout, "engine %s: unreadable (%v); its next run measures it again\n", m.row.Key, m.err)
+			continue
+		}
+		c := m.costs
+		k := c.Key
+		gpu := k.GPU
+		if gpu == "" {
+			gpu = "CPU"
+		}
+		fmt.Fprintf(stdout, "engine %s", k.Model)
+		if k.Projector != "" {
+			fmt.Fprintf(stdout, " + %s", k.Projector)
+		}
+		fmt.Fprintf(stdout, " on %s, flags %q (updated %s)\n", gpu, k.Flags, m.row.UpdatedAt.Local().Format(time.DateTime))
+		tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  number\tvalue\tsamples")
+		line := func(field, value string) {
+			n := c.Samples[field]
+			src := fmt.Sprint(n)
+			if n == 0 {
+				src = "0 (default)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", field, value, src)
+		}
+		for _, p := range c.Profiles {
+			line("tokens_per_second."+string(p), fmt.Sprintf("%.1f tokens/s", c.TokensPerSecond[p]))
+		}
+		line("draft_acceptance", fmt.Sprintf("%.0f%% of %d drafts", 100*c.DraftAcceptance, c.DraftMax))
+		line("prefill_tokens_per_second", fmt.Sprintf("%.1f tokens/s", c.PrefillTokensPerSecond))
+		line("encode_cpu_per_token", perToken(c.EncodeCPU))
+		line("encode_gpu_per_token", perToken(c.EncodeGPU))
+		line("swap_in", c.SwapIn.D().Round(time.Millisecond).String())
+		line("swap_out", c.SwapOut.D().Round(time.Millisecond).String())
+		line("relaunch", c.Relaunch.D().Round(time.Millisecond).String())
+		line("pipeline_compile", c.PipelineCompile.D().Round(time.Millisecond).String())
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func perToken(d swap.Duration) string {
+	return fmt.Sprintf("%.3f ms per image token", float64(d)/float64(time.Millisecond))
+}
+
+// loadStoredCosts is `visor simulate --costs stored[:TEXT]`: the most recently updated engine's model, or the one
+// whose key contains TEXT.
+func loadStoredCosts(ctx context.Context, db, arg string) (swap.Costs, error) {
+	models, err := storedModels(ctx, db)
+	if err != nil {
+		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, err)
+	}
+	if len(models) == 0 {
+		return swap.Costs{}, fmt.Errorf("--costs %s: no engine costs are stored yet (run a model with `visor ask` first, or use a preset: %s)",
+			arg, presetNames())
+	}
+	want, filtered := strings.CutPrefix(arg, "stored:")
+	var found []storedModel
+	for _, m := range models {
+		if !filtered || strings.Contains(m.row.Key, want) {
+			found = append(found, m)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return swap.Costs{}, fmt.Errorf("--costs %s: no stored engine's key contains %q: list them with `visor stats --costs`", arg, want)
+	case filtered && len(found) > 1:
+		return swap.Costs{}, fmt.Errorf("--costs %s: %d stored engines match %q: give more of the key (`visor stats --costs` lists them)",
+			arg, len(found), want)
+	case found[0].err != nil:
+		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, found[0].err)
+	}
+	return found[0].costs, nil
+}
