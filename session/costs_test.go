@@ -346,3 +346,57 @@ func TestToolImagePrefillIsMeasuredAndExplained(t *testing.T) {
 		t.Fatalf("samples %v: want the tool prefill's encode, on the CPU", c.Samples)
 	}
 }
+
+// TestResumedHistoryPrefillIsMeasuredAndExplained resumes a stored session whose history holds an image: the
+// prefill chain that evaluates the history in the background is measured into the engine's cost model (an
+// encode sample on the CPU, kept in the store) and the first turn explains it as the history's prefill, hidden
+// since the turn was sent after it ended; the turn's own request, which finds the image in the cache, adds no
+// encode sample.
+func TestResumedHistoryPrefillIsMeasuredAndExplained(t *testing.T) {
+	srv := enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1})
+	st := openStore(t)
+	ctx := context.Background()
+	key := swap.Key{Model: "tiny"}
+	tiny, err := testmodel.ProjectorOptions{}.ImageTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := testkit.Service(t, srv, st, func(c *session.Config) {
+		c.Vision = session.VisionYes
+		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
+		c.Costs = session.StoredCosts{Rows: st}
+		c.ImageTokens = func(int, int) int { return tiny }
+		c.EngineCosts = func(conductor.Ready) (session.EngineCosts, bool) {
+			return session.EngineCosts{Key: key, EncodesOnCPU: true, Defaults: swap.SeedCosts()}, true
+		}
+	})
+	sess, err := svc.Open(ctx, session.OpenOptions{Resume: storedWithImage(t, st, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.WaitAhead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := svc.Costs(); c.Samples["encode_cpu_per_token"] != 1 || c.Samples["encode_gpu_per_token"] != 0 {
+		t.Fatalf("samples %v after the history's prefill: want its encode, on the CPU", c.Samples)
+	}
+	if stored, ok, err := (session.StoredCosts{Rows: st}).LoadCosts(ctx, key); err != nil || !ok || stored.Samples["encode_cpu_per_token"] != 1 {
+		t.Fatalf("stored costs %v (found %v, %v): want the history prefill's encode kept", stored.Samples, ok, err)
+	}
+	var explained []string
+	if _, err := sess.Turn(ctx, "and now?", nil, func(ev agent.Event) {
+		if e, ok := ev.(agent.Explain); ok {
+			explained = append(explained, e.Text)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(explained) != 1 || !strings.HasPrefix(explained[0], "prefill the history's 1 image(s) ahead (known ") ||
+		!strings.Contains(explained[0], " — done in ") || !strings.HasSuffix(explained[0], ", hidden") {
+		t.Fatalf("explained %q, want one line for the history's prefill, done and hidden", explained)
+	}
+	if c, _ := svc.Costs(); c.Samples["encode_cpu_per_token"] != 1 {
+		t.Errorf("samples %v after the turn: its request found the image in the cache, want no new encode sample", c.Samples)
+	}
+}
