@@ -43,7 +43,7 @@ func writePNG(t *testing.T, path string, seed int) {
 // TestRunStepsPrefillsTheNextStepsImages runs an agent file of three steps, the second and third with a
 // screenshot each, on the hybrid model (whose cache cannot be cut back): each next step's image is evaluated as
 // soon as the step before has answered, so that step's request evaluates only its own text and the image comes
-// from the cache. A bad image in a step is refused at load, naming the file, the line, the step and the fix,
+// from the cache; --explain says so. A bad image in a step is refused at load, naming the file, the line, the step and the fix,
 // before any model loads.
 func TestRunStepsPrefillsTheNextStepsImages(t *testing.T) {
 	enginetest.Binary(t)
@@ -61,9 +61,14 @@ func TestRunStepsPrefillsTheNextStepsImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "v.db")
-	out, errOut, err := visor(t, "run", yml, "--db", db)
+	out, errOut, err := visor(t, "run", yml, "--db", db, "--explain")
 	if err != nil || out != "Hi!\nHi!\nHi!\n" || !strings.Contains(errOut, "step 3/3: And now?") {
 		t.Fatalf("%v\nstdout %q\nstderr %s", err, out, errOut)
+	}
+	// --explain says, for steps 2 and 3, that the step's image was prefilled ahead, and that the request found it
+	// in the cache.
+	if n, m := strings.Count(errOut, "explain: prefill 1 image(s) ahead ("), strings.Count(errOut, "the request found its 1 image(s) in the cache"); n != 2 || m != 2 {
+		t.Errorf("run --explain: %d prefills ahead and %d cached images explained, want 2 and 2:\n%s", n, m, errOut)
 	}
 	st, err := memory.Open(context.Background(), db)
 	if err != nil {
