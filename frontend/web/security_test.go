@@ -24,6 +24,8 @@ import (
 // when it is set.
 type recordingAgent struct {
 	gate chan struct{}
+	// entered, when set, gets a value as each prefill starts, before the gate: the images it carries are taken.
+	entered chan struct{}
 
 	mu       sync.Mutex
 	prefills []int
@@ -42,6 +44,9 @@ func (a *recordingAgent) Run(_ context.Context, _ []agent.Message, user agent.Me
 }
 
 func (a *recordingAgent) Prefill(ctx context.Context, _ []agent.Message, user agent.Message) (*engine.Timings, error) {
+	if a.entered != nil {
+		a.entered <- struct{}{}
+	}
 	if a.gate != nil {
 		select {
 		case <-a.gate:
@@ -251,7 +256,7 @@ func TestWebBoundsAttachmentsAndChats(t *testing.T) {
 // TestWebCoalescesPrefills attaches three images while the first prefill is still running: the chat makes one
 // more prefill for the two that came meanwhile, not one per attachment each carrying everything so far.
 func TestWebCoalescesPrefills(t *testing.T) {
-	a := &recordingAgent{gate: make(chan struct{})}
+	a := &recordingAgent{gate: make(chan struct{}), entered: make(chan struct{}, 4)}
 	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +269,9 @@ func TestWebCoalescesPrefills(t *testing.T) {
 	for i := range 3 {
 		if status, body := send(t, hs.URL, request{method: "POST", path: "/api/sessions/" + id + "/attach", ctype: "image/png", token: tok, body: shot}); status != 200 {
 			t.Fatalf("attach %d: %d %s", i, status, body)
+		}
+		if i == 0 {
+			<-a.entered // the first prefill has taken its image: the next two come while it runs
 		}
 	}
 	close(a.gate)
