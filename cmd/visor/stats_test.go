@@ -65,7 +65,7 @@ func TestStatsAndTraceOfAChat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	if !regexp.MustCompile(`\d+ms \((\d+ms|0s) hidden, (\d+ms|0s) exposed\)|\d+ms \(hidden\)`).MatchString(out) ||
+	if !regexp.MustCompile(`[\d.]+m?s \([\d.]+m?s hidden, [\d.]+m?s exposed\)|[\d.]+m?s \(hidden\)`).MatchString(out) ||
 		!strings.Contains(out, "tokens/s") || strings.Count(out, "\n") < 4 {
 		t.Fatalf("stats:\n%s", out)
 	}
