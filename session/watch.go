@@ -81,10 +81,16 @@ func (w *turnWatch) finished(f agent.StepFinished) []string {
 				w.text = float64(smp.PromptTokens) / smp.PromptTime.D().Seconds()
 			}
 			if w.images > 0 {
-				if smp.ImageTokens > 0 {
+				// Whether the request encoded its images is known from what ran ahead, not from the timings: a
+				// tiny encode is lost in the text's noise, and the sample then only says its time is unknown.
+				if !ahead {
+					took := "too short to tell from the text in"
+					if smp.ImageTokens > 0 {
+						took = smp.Encode.D().Round(time.Millisecond).String() + " of"
+					}
 					out = append(out, fmt.Sprintf("step %d: the request encoded its %d new image(s) (%d tokens) itself, on the "+
-						"critical path: %s of its %s prompt evaluation (nothing known ahead to prefill)", f.Step, w.images, w.tokens,
-						smp.Encode.D().Round(time.Millisecond), msDuration(tm.PromptMS).Round(time.Millisecond)))
+						"critical path: %s its %s prompt evaluation (nothing known ahead to prefill)", f.Step, w.images, w.tokens,
+						took, msDuration(tm.PromptMS).Round(time.Millisecond)))
 				} else {
 					out = append(out, fmt.Sprintf("step %d: the request found its %d image(s) in the cache (evaluated ahead) and "+
 						"evaluated %d prompt tokens in %s: their encode was hidden", f.Step, w.images, tm.PromptN,
