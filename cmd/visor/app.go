@@ -80,11 +80,13 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	a.turn = t
 	vision := session.VisionUnknown
+	var proj *vram.Projector
 	if t.engine.endpoint == "" {
 		vision = session.VisionNo
 		if t.engine.mmproj != "" {
 			vision = session.VisionYes
-			a.limits.Fit = intakeFit(t.engine.mmproj, logger)
+			proj = readProjector(t.engine.mmproj, logger)
+			a.limits.Fit = intakeFit(proj)
 		}
 	}
 	var searcher memory.Searcher
@@ -129,7 +131,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: t.engine.profile(t.modelName),
 		Logger:        logger, Images: a.limits, Scheduler: sched,
-		EngineCosts: seen.costs, ImageTokens: projectorTokens(t.engine.mmproj),
+		EngineCosts: seen.costs, ImageTokens: projectorTokens(proj),
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
 	if a.store != nil {
@@ -157,12 +159,21 @@ func (a *app) ensureEngine(ctx context.Context) error {
 	return nil
 }
 
-// intakeFit sizes images at intake to what the projector's encoder uses (vram.Projector.IntakeSize). A projector
-// whose header cannot be read gets no resizing: the engine's load then reports the file.
-func intakeFit(mmproj string, logger *slog.Logger) func(w, h int) (int, int) {
+// readProjector reads the projector's image facts once, for intake's sizing and the cost model's token counts. A
+// header that cannot be read gives nil, and images then go at their own size with estimated tokens: the engine's
+// load reports the file.
+func readProjector(mmproj string, logger *slog.Logger) *vram.Projector {
 	p, err := vram.ProjectorFromFile(expandHome(mmproj))
 	if err != nil {
-		logger.Debug("images are sent at their own size", "mmproj", mmproj, "err", err)
+		logger.Debug("the projector's image facts are unknown", "mmproj", mmproj, "err", err)
+		return nil
+	}
+	return p
+}
+
+// intakeFit sizes images at intake to what the projector's encoder uses (vram.Projector.IntakeSize).
+func intakeFit(p *vram.Projector) func(w, h int) (int, int) {
+	if p == nil {
 		return nil
 	}
 	return func(w, h int) (int, int) { return p.IntakeSize(w, h, 0) }

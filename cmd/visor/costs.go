@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/vram"
@@ -107,21 +106,12 @@ func defaultCosts(gpu string, vision bool) swap.Costs {
 	return c
 }
 
-// projectorTokens is how many prompt tokens an image takes with the projector file (its own resize rule), or
-// nil (Qwen-VL's rule) when there is none or it cannot be read.
-func projectorTokens(mmproj string) func(w, h int) int {
-	if mmproj == "" {
+// projectorTokens is how many prompt tokens an image takes with the projector (its own resize rule), or nil
+// when it is unknown (the cost model then estimates).
+func projectorTokens(p *vram.Projector) func(w, h int) int {
+	if p == nil {
 		return nil
 	}
-	f, err := gguf.Open(mmproj)
-	if err != nil {
-		return nil
-	}
-	fa, err := vram.FactsFromGGUF(f)
-	if err != nil || fa.Projector == nil {
-		return nil
-	}
-	p := fa.Projector
 	return func(w, h int) int { return p.ImageTokens(w, h) }
 }
 
