@@ -9,8 +9,9 @@
 # Prepare (on a machine with network and Go):
 #   mkdir -p .cache/gpu-debs && cp ENGINE_DIR/debs/*.deb .cache/gpu-debs/   # the 10 packages of install-engine.sh
 #   (cd .cache/gpu-debs && apt-get … download libggml0-backend-vulkan libvulkan1 libegl1 libglvnd0)
-#   CGO_ENABLED=1 go test -c -tags sqlite_fts5 -ldflags='-s -w' -o .cache/agent.test ./agent
+#   CGO_ENABLED=1 go test -c -ldflags='-s -w' -o .cache/agent.test ./agent
 # Run (on the GPU machine, from the repository root): scripts/gpu-lookahead-check.sh
+# (VISOR_LOOKAHEAD_GPU_ROUNDS=3 repeats the with/without pairs inside the one benchmark run)
 # Results on stdout and in $OUT (the server log). Skips (exit 0) without a GPU, and in CI.
 set -euo pipefail
 
@@ -25,7 +26,7 @@ fail() { echo "gpu-lookahead-check: $*" >&2; exit 1; }
 
 command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "gpu-lookahead-check: no NVIDIA driver: skipped"; exit 0; }
 ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
-[ -x "$bin" ] || fail "$bin missing: CGO_ENABLED=1 go test -c -tags sqlite_fts5 -o $bin ./agent"
+[ -x "$bin" ] || fail "$bin missing: CGO_ENABLED=1 go test -c -o $bin ./agent"
 [ -e "$icd" ] || fail "Vulkan ICD $icd not found: set VK_DRIVER_FILES"
 
 root=$work/root
