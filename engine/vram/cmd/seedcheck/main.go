@@ -7,11 +7,13 @@
 //   - the first image's time to first token after start with a later image's (with and without visor's warm-up,
 //     each on a fresh shader cache, so both pay the one-time pipeline compiles);
 //   - tokens/s streamed through visor's client with a raw HTTP read of the same server: identical greedy requests
-//     (temperature 0, fixed seed), so the MTP drafts are accepted the same way each time and the server's own
-//     rate does not swing from request to request.
+//     (temperature 0, fixed seed), one after the other in alternating pairs. The server's own rate still swings
+//     by a third between identical requests on the H200, so -aa measures the same comparison between two
+//     identical clients (its noise floor), and -concurrent has both clients stream at once from a two-slot
+//     server, where that noise is shared.
 //
 // Usage: seedcheck -visor VISOR -server LLAMA_SERVER [-work DIR] [-out DIR] [-free 23.4GB] [-control=true]
-// [-tps-only] [-reps 6] [-tps-tokens 512] [-tps-budget 0]
+// [-tps-only] [-reps 6] [-tps-tokens 512] [-tps-budget 0] [-aa 0] [-concurrent 0]
 package main
 
 import (
