@@ -329,15 +329,7 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 		wo[head.dim*d+val] = featureOut
 	}
 
-	ones := make([]float32, d)
-	for i := range ones {
-		ones[i] = 1
-	}
-	tensors := []gguf.Tensor{
-		f32Tensor("token_embd.weight", w.embd, d, VocabSize),
-		f32Tensor("output_norm.weight", ones, d),
-		f32Tensor("output.weight", w.output, d, VocabSize),
-	}
+	tensors := w.outerTensors()
 	for b := range chatBlocks {
 		p := fmt.Sprintf("blk.%d.", b)
 		attn := []gguf.Tensor{
@@ -352,10 +344,10 @@ func chatModel() ([]gguf.KV, []gguf.Tensor, error) {
 		}
 		// ffn_down is zero, so no block's MLP adds anything: the residual stream is the embedding plus the two
 		// features and nothing else.
-		tensors = append(tensors, f32Tensor(p+"attn_norm.weight", ones, d))
+		tensors = append(tensors, normTensor(p+"attn_norm.weight", d))
 		tensors = append(tensors, attn...)
 		tensors = append(tensors,
-			f32Tensor(p+"ffn_norm.weight", ones, d),
+			normTensor(p+"ffn_norm.weight", d),
 			zeroTensor(p+"ffn_gate.weight", d, chatFeedForward),
 			zeroTensor(p+"ffn_up.weight", d, chatFeedForward),
 			zeroTensor(p+"ffn_down.weight", chatFeedForward, d),
@@ -386,4 +378,14 @@ func WriteChatFile(path string) error {
 		return fmt.Errorf("testmodel: write chat model: %w", err)
 	}
 	return nil
+}
+
+// outerTensors are the tensors every chat-shaped model of this package opens with: the embedding, the final norm
+// and the output table, so each architecture reads the same logits from the same wiring.
+func (w *chatWiring) outerTensors() []gguf.Tensor {
+	return []gguf.Tensor{
+		f32Tensor("token_embd.weight", w.embd, ChatEmbeddingLength, VocabSize),
+		normTensor("output_norm.weight", ChatEmbeddingLength),
+		f32Tensor("output.weight", w.output, ChatEmbeddingLength, VocabSize),
+	}
 }

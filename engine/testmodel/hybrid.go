@@ -81,23 +81,12 @@ func hybridModel() ([]gguf.KV, []gguf.Tensor, error) {
 		wo[head.dim*d+val] = 2 * featureOut
 	}
 
-	ones := func(n int) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = 1
-		}
-		return v
-	}
-	tensors := []gguf.Tensor{
-		f32Tensor("token_embd.weight", w.embd, d, VocabSize),
-		f32Tensor("output_norm.weight", ones(d), d),
-		f32Tensor("output.weight", w.output, d, VocabSize),
-	}
+	tensors := w.outerTensors()
 	for b := range hybridBlocks {
 		p := fmt.Sprintf("blk.%d.", b)
 		tensors = append(tensors,
-			f32Tensor(p+"attn_norm.weight", ones(d), d),
-			f32Tensor(p+"post_attention_norm.weight", ones(d), d))
+			normTensor(p+"attn_norm.weight", d),
+			normTensor(p+"post_attention_norm.weight", d))
 		if (b+1)%hybridAttnInterval == 0 {
 			tensors = append(tensors,
 				f32Tensor(p+"attn_q.weight", wq, d, 2*chatHeads*hd),
@@ -117,7 +106,7 @@ func hybridModel() ([]gguf.KV, []gguf.Tensor, error) {
 				zeroTensor(p+"ssm_a", hybridDtRank),
 				zeroTensor(p+"ssm_beta.weight", d, hybridDtRank),
 				zeroTensor(p+"ssm_alpha.weight", d, hybridDtRank),
-				f32Tensor(p+"ssm_norm.weight", ones(hybridState), hybridState),
+				normTensor(p+"ssm_norm.weight", hybridState),
 				zeroTensor(p+"ssm_out.weight", hybridInner, d))
 		}
 		// ffn_down is zero: the MLPs add nothing, as in the llama model.

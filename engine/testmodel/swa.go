@@ -32,36 +32,25 @@ func swaModel() ([]gguf.KV, []gguf.Tensor, error) {
 	}...)
 	kv = append(kv, w.tokenizerKV()...)
 	const d, hd = ChatEmbeddingLength, chatHeadDim
-	ones := func(n int) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = 1
-		}
-		return v
-	}
 	// Gemma scales token embeddings by √d; the final RMS norm takes the scale out again, so the logit table is the
 	// llama model's.
-	tensors := []gguf.Tensor{
-		f32Tensor("token_embd.weight", w.embd, d, VocabSize),
-		f32Tensor("output_norm.weight", ones(d), d),
-		f32Tensor("output.weight", w.output, d, VocabSize),
-	}
+	tensors := w.outerTensors()
 	for b := range swaBlocks {
 		p := fmt.Sprintf("blk.%d.", b)
 		tensors = append(tensors,
-			f32Tensor(p+"attn_norm.weight", ones(d), d),
+			normTensor(p+"attn_norm.weight", d),
 			zeroTensor(p+"attn_q.weight", d, chatHeads*hd),
 			zeroTensor(p+"attn_k.weight", d, chatHeads*hd),
 			zeroTensor(p+"attn_v.weight", d, chatHeads*hd),
 			zeroTensor(p+"attn_output.weight", chatHeads*hd, d),
-			f32Tensor(p+"attn_q_norm.weight", ones(hd), hd),
-			f32Tensor(p+"attn_k_norm.weight", ones(hd), hd),
-			f32Tensor(p+"post_attention_norm.weight", ones(d), d),
-			f32Tensor(p+"ffn_norm.weight", ones(d), d),
+			normTensor(p+"attn_q_norm.weight", hd),
+			normTensor(p+"attn_k_norm.weight", hd),
+			normTensor(p+"post_attention_norm.weight", d),
+			normTensor(p+"ffn_norm.weight", d),
 			zeroTensor(p+"ffn_gate.weight", d, chatFeedForward),
 			zeroTensor(p+"ffn_up.weight", d, chatFeedForward),
 			zeroTensor(p+"ffn_down.weight", chatFeedForward, d),
-			f32Tensor(p+"post_ffw_norm.weight", ones(d), d))
+			normTensor(p+"post_ffw_norm.weight", d))
 	}
 	return kv, tensors, nil
 }

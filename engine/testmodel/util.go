@@ -11,6 +11,15 @@ func f32Tensor(name string, data []float32, shape ...uint64) gguf.Tensor {
 	return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32, Data: f32Bytes(data)}
 }
 
+// normTensor is an RMS-norm weight of n ones: a norm that only normalises.
+func normTensor(name string, n int) gguf.Tensor {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return f32Tensor(name, v, uint64(n))
+}
+
 // zeroTensor is an F32 tensor of zeros (nil data is written as zeros).
 func zeroTensor(name string, shape ...uint64) gguf.Tensor {
 	return gguf.Tensor{Name: name, Shape: shape, Type: gguf.TypeF32}
