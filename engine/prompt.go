@@ -24,16 +24,7 @@ func (c *Client) ApplyTemplate(ctx context.Context, req Request) (string, error)
 	if err != nil {
 		return "", err
 	}
-	var out struct {
-		Prompt *string `json:"prompt"`
-	}
-	if err := c.post(ctx, "/apply-template", body, &out); err != nil {
-		return "", err
-	}
-	if out.Prompt == nil {
-		return "", fmt.Errorf("POST %s/apply-template: the answer has no prompt", c.base)
-	}
-	return *out.Prompt, nil
+	return c.ApplyTemplateRaw(ctx, body)
 }
 
 // ApplyTemplateRaw renders a chat-completions body as the server would (POST /apply-template), for callers that

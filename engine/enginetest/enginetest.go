@@ -81,17 +81,7 @@ func Tiny(t testing.TB, vision bool, cfg llamacpp.Config) *llamacpp.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Model = chat
-	if vision {
-		cfg.MMProj = proj
-	}
-	if cfg.Ctx == 0 {
-		cfg.Ctx = 4096
-	}
-	if cfg.Parallel == 0 {
-		cfg.Parallel = 1
-	}
-	return Start(t, cfg)
+	return startTiny(t, chat, proj, vision, cfg)
 }
 
 // TinyHybrid starts a server on visor's generated hybrid chat model (architecture qwen35: Gated DeltaNet layers
@@ -103,6 +93,13 @@ func TinyHybrid(t testing.TB, vision bool, opt testmodel.ProjectorOptions, cfg l
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startTiny(t, chat, proj, vision, cfg)
+}
+
+// startTiny starts a generated model with its projector when vision is set, in a 4096-token context and one
+// slot unless cfg says otherwise.
+func startTiny(t testing.TB, chat, proj string, vision bool, cfg llamacpp.Config) *llamacpp.Server {
+	t.Helper()
 	cfg.Model = chat
 	if vision {
 		cfg.MMProj = proj
