@@ -309,22 +309,28 @@ func notJSONMessage(s *stream) bool {
 				return true
 			}
 		}
-		switch {
-		case j.esc:
-			j.esc = false
-		case j.str:
-			j.esc = c == '\\'
-			j.str = c != '"'
-		case c == '"':
-			j.str = true
-		case c == '{' || c == '[':
-			j.depth++
-		case c == '}' || c == ']':
-			j.depth--
-			j.done = j.depth <= 0
-		}
+		closing := !j.esc && !j.str && (c == '}' || c == ']')
+		j.step(c)
+		j.done = closing && j.depth <= 0
 	}
 	return false
+}
+
+// step follows one byte of JSON: strings with their escapes, and the nesting depth outside them.
+func (j *jsonScan) step(c byte) {
+	switch {
+	case j.esc:
+		j.esc = false
+	case j.str:
+		j.esc = c == '\\'
+		j.str = c != '"'
+	case c == '"':
+		j.str = true
+	case c == '{' || c == '[':
+		j.depth++
+	case c == '}' || c == ']':
+		j.depth--
+	}
 }
 
 func isSep(c byte, afterCall bool) bool {
@@ -557,24 +563,13 @@ func (p *Parser) stepJSONBlock(s *stream, final bool) bool {
 			j.pos++
 			continue
 		}
-		switch {
-		case j.esc:
-			j.esc = false
-		case j.str:
-			j.esc = c == '\\'
-			j.str = c != '"'
-		case c == '"':
-			j.str = true
-		case c == '{' || c == '[':
-			j.depth++
-		case c == '}' || c == ']':
-			j.depth--
-			if j.depth == 0 {
-				n := j.pos + 1
-				p.endBlock(s, "", n, true)
-				s.consume(n)
-				return true
-			}
+		closing := !j.esc && !j.str && (c == '}' || c == ']')
+		j.step(c)
+		if closing && j.depth == 0 {
+			n := j.pos + 1
+			p.endBlock(s, "", n, true)
+			s.consume(n)
+			return true
 		}
 		j.pos++
 	}
