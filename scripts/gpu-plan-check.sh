@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compares the VRAM planner with Debian's llama-server on a real NVIDIA GPU through Vulkan (docs/engine-notes.md §7).
-# Builds nothing on the GPU machine: it unpacks the carried .deb files into a private folder, runs llama-server
+# Builds nothing on the GPU machine: it installs the carried .deb files with install-engine.sh, runs llama-server
 # through sid's own loader, and runs visor's own vramcheck binary (built beforehand), which generates the test
 # models, plans each case, starts the server with the plan's arguments and reads NVML.
 #
@@ -19,40 +19,15 @@ check=${VISOR_VRAMCHECK:-.cache/vramcheck}
 work=${VISOR_GPU_WORK:-${TMPDIR:-/tmp}/visor-gpu-check}
 out=${OUT:-$work/out}
 nvlib=${VISOR_NVIDIA_LIB:-/usr/local/nvidia/lib64}
-icd=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 fail() { echo "gpu-plan-check: $*" >&2; exit 1; }
 
 command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "gpu-plan-check: no NVIDIA driver: skipped"; exit 0; }
 ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
 [ -x "$check" ] || fail "$check missing: CGO_ENABLED=1 go build -o $check ./engine/vram/cmd/vramcheck"
-[ -e "$icd" ] || fail "Vulkan ICD $icd not found: set VK_DRIVER_FILES"
 
-root=$work/root
-rm -rf "$root" && mkdir -p "$root" "$out" "$work/models"
-unpack() { # dpkg -x, or a small ar + tar.xz reader where dpkg is missing
-  if command -v dpkg >/dev/null; then dpkg -x "$1" "$root"; return; fi
-  python3 - "$1" "$root" <<'PY'
-import sys, tarfile, io
-data = open(sys.argv[1], 'rb').read(); pos = 8
-while pos < len(data):
-    name = data[pos:pos+16].decode().strip().rstrip('/'); size = int(data[pos+48:pos+58]); body = data[pos+60:pos+60+size]
-    if name.startswith('data.tar'):
-        tarfile.open(fileobj=io.BytesIO(body)).extractall(sys.argv[2])
-    pos += 60 + size + (size & 1)
-PY
-}
-for d in "$debs"/*.deb; do unpack "$d" || fail "unpacking $d failed"; done
-lib=$root/usr/lib/x86_64-linux-gnu
-loader=$(ls "$lib"/ld-linux-x86-64.so.2 2>/dev/null) || fail "sid's loader not found in the unpacked libc6"
-# ggml dlopens its backends from the executable's folder, which under the loader is the loader's.
-for so in "$lib"/ggml/backends*/libggml-*.so; do [ -e "$so" ] && ln -sf "$so" "$lib/$(basename "$so")"; done
-server=$work/llama-server
-cat > "$server" <<SH
-#!/bin/sh
-export VK_DRIVER_FILES="$icd"
-exec "$loader" --library-path "$lib:$lib/llama:$nvlib" "$root/usr/bin/llama-server" "\$@"
-SH
-chmod +x "$server"
+mkdir -p "$out" "$work/models"
+. "$(dirname "$0")/gpu-engine.sh"
+gpu_engine "$work/engine" "$debs" || fail "installing the engine from $debs failed"
 "$server" --version 2>&1 | tail -2
 devs=$("$server" --list-devices 2>&1 || true)
 echo "$devs" | grep -E "Vulkan|CUDA|available" || true

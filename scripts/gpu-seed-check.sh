@@ -35,11 +35,8 @@ mkdir -p "$work" "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>/dev/null || true
 
 # The real installer, offline, with its GPU detection: it must pick the Vulkan backend on its own.
-here=$(cd "$(dirname "$0")" && pwd)
-VISOR_ENGINE_GPU=${VISOR_ENGINE_GPU:-auto} VISOR_ENGINE_DEBS="$debs" VISOR_ENGINE_FORCE=1 "$here/install-engine.sh" "$work/engine"
-server=$work/engine/bin/llama-server
-lib=$(dirname "$(find "$work/engine/root" -name 'ld-linux-x86-64.so.2' | head -n1)")
-loader=$lib/ld-linux-x86-64.so.2
+. "$(dirname "$0")/gpu-engine.sh"
+gpu_engine "$work/engine" "$debs" || fail "installing the engine from $debs failed"
 # visor and seedcheck run through sid's loader too, so the machine's own glibc does not matter; NVML and libcuda
 # are dlopened from the driver's folder.
 cat > "$work/visor" <<SH
