@@ -19,11 +19,13 @@ import (
 	_ "image/gif" // the formats llama-server's image loader (stb_image) decodes
 	_ "image/jpeg"
 	"image/png"
-	"io"
 	"net/http"
+	"os"
 
 	_ "golang.org/x/image/bmp"
 	"golang.org/x/image/draw"
+
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // Formats names the accepted formats for messages: the ones llama-server's loader decodes (stb_image), which
@@ -145,39 +147,30 @@ func resize(img image.Image, w, h int) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ReadFile reads and checks an image file. It opens only regular files, without blocking (a FIFO or device
-// would otherwise hang the command), and reads at most the byte limit.
+// ReadFile reads and checks an image file.
 func (l Limits) ReadFile(path string) (Image, error) {
-	data, err := readRegular(path, l.maxBytes())
+	data, err := l.Read(path)
 	if err != nil {
 		return Image{}, err
 	}
 	return l.Check(data)
 }
 
-func readRegular(path string, max int64) ([]byte, error) {
-	f, err := openNonBlocking(path)
-	if err != nil {
+// Read reads an image file's bytes for a later Check (which may be another service's, so an image is decoded
+// once): it opens only regular files, without blocking (a FIFO or device would otherwise hang the command), and
+// reads at most the byte limit.
+func (l Limits) Read(path string) ([]byte, error) {
+	data, err := safefile.ReadFile(path, l.maxBytes())
+	switch {
+	case errors.Is(err, safefile.ErrTooLarge):
+		size := "it is"
+		if st, serr := os.Stat(path); serr == nil {
+			size = mib(st.Size()) + ","
+		}
+		return nil, fmt.Errorf("%w: %s more than the %s allowed: send a smaller or downscaled %s file", ErrTooLarge,
+			size, mib(l.maxBytes()), Formats)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file (%s): give an image file", ErrUnreadable, path, st.Mode().Type())
-	}
-	if st.Size() > max {
-		return nil, fmt.Errorf("%w: %s, more than the %s allowed: send a smaller or downscaled %s file",
-			ErrTooLarge, mib(st.Size()), mib(max), Formats)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: more than the %s allowed: send a smaller or downscaled %s file", ErrTooLarge, mib(max), Formats)
 	}
 	return data, nil
 }

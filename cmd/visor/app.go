@@ -183,11 +183,11 @@ func intakeFit(p *vram.Projector) func(w, h int) (int, int) {
 // every refusal. It needs no session, so images are refused before one is opened (a resumed one starts the
 // engine to evaluate its history).
 func (a *app) readImage(what, path string) (tools.Image, error) {
-	im, err := a.limits.ReadFile(expandHome(path))
+	data, err := a.limits.Read(expandHome(path))
 	if err != nil {
 		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}
-	img, err := a.svc.CheckImage(im.Data)
+	img, err := a.svc.CheckImage(data)
 	if err != nil {
 		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}

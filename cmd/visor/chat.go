@@ -161,12 +161,13 @@ func (c *chat) line(l string) error {
 
 // attach takes an image in and has the session encode it at once, in the background.
 func (c *chat) attach(path string) error {
-	im, err := c.app.limits.ReadFile(expandHome(path))
+	data, err := c.app.limits.Read(expandHome(path))
 	if err != nil {
 		fmt.Fprintf(c.stderr, "/image %s: %v\n", path, err)
 		return nil
 	}
-	if _, err := c.sess.Attach(c.ctx, im.Data); err != nil {
+	im, err := c.sess.Attach(c.ctx, data)
+	if err != nil {
 		fmt.Fprintf(c.stderr, "/image %s: %v\n", path, err)
 		return nil
 	}

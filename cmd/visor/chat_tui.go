@@ -127,11 +127,12 @@ func (b *chatBackend) observe(sf agent.StepFinished) {
 }
 
 func (b *chatBackend) Attach(ctx context.Context, path string) (string, error) {
-	im, err := b.app.limits.ReadFile(expandHome(path))
+	data, err := b.app.limits.Read(expandHome(path))
 	if err != nil {
 		return "", fmt.Errorf("/image %s: %w", path, err)
 	}
-	if _, err := b.session().Attach(ctx, im.Data); err != nil {
+	im, err := b.session().Attach(ctx, data)
+	if err != nil {
 		return "", fmt.Errorf("/image %s: %w", path, err)
 	}
 	return fmt.Sprintf("%s (%s)", filepath.Base(path), humanBytes(len(im.Data))), nil
