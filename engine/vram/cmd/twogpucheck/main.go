@@ -12,7 +12,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -25,14 +24,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/visorhq/visor/engine/gguf"
@@ -177,56 +172,21 @@ func run(ctx context.Context, log *slog.Logger, server, dir, out, gpu, names, rp
 			return res, err
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		return res, err
-	}
-	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port), "-lv", "4"}
+	var args []string
 	if rpc != "" {
 		args = append(args, "--rpc", rpc) // before -dev: the RPC devices exist only once it is parsed
 	}
 	args = append(args, p.Args...)
 	logPath := filepath.Join(out, "llama-server-"+string(p.Mode)+".log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return res, err
-	}
-	defer lf.Close()
 	var lines vram.LogLines
-	cmd := exec.Command(server, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		return res, err
-	}
-	cmd.Stdout = cmd.Stderr
 	log.Info("starting", "mode", p.Mode, "args", strings.Join(args, " "))
-	if err := cmd.Start(); err != nil {
-		return res, err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pipe)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			fmt.Fprintln(lf, sc.Text())
-			lines.Add(sc.Text())
-		}
-	}()
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		_ = cmd.Wait()
-	}()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(ctx, base, 5*time.Minute, done); err != nil {
+	srv, err := llamacpp.Start(ctx, llamacpp.Config{Binary: server, Args: args, ExtraArgs: []string{"-lv", "4"},
+		LogFile: logPath, OnLog: lines.Add, Ready: 5 * time.Minute})
+	if err != nil {
 		return res, fmt.Errorf("%w (log: %s)", err, logPath)
 	}
+	defer func() { _ = srv.Stop(context.WithoutCancel(ctx)) }()
+	base := srv.URL()
 	loaded := map[string]float64{}
 	if !noNVML {
 		loaded, _ = usedByDevice(ctx, plan.Devices)
@@ -357,35 +317,4 @@ func askImage(ctx context.Context, base string, w, h int) (int, string, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	return resp.StatusCode, string(b), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitHealthy(ctx context.Context, base string, limit time.Duration, exited <-chan struct{}) error {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return fmt.Errorf("llama-server exited before becoming healthy")
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("llama-server at %s not healthy after %v", base, limit)
 }
