@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +21,7 @@ import (
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -305,18 +304,7 @@ func TestChatPrefillsScreenshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(dir, "shot.png")
-	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(i * 7)
-	}
-	var pb bytes.Buffer
-	if err := png.Encode(&pb, img); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(shot, pb.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	shot := testkit.WritePNG(t, filepath.Join(dir, "shot.png"), 16, 16, 0)
 	db := filepath.Join(dir, "v.db")
 	in := "/image " + shot + "\nWhat is on screen?\nAnd now?\n/session\n/quit\n"
 	var out, errb bytes.Buffer
@@ -338,7 +326,8 @@ func TestChatPrefillsScreenshots(t *testing.T) {
 		t.Fatalf("sessions %+v %v", ss, err)
 	}
 	msgs, err := store.Messages(context.Background(), ss[0].ID)
-	if err != nil || len(msgs) != 4 || len(msgs[0].Images) != 1 || !bytes.Equal(msgs[0].Images[0].Data, pb.Bytes()) {
+	sent, _ := os.ReadFile(shot)
+	if err != nil || len(msgs) != 4 || len(msgs[0].Images) != 1 || !bytes.Equal(msgs[0].Images[0].Data, sent) {
 		t.Fatalf("stored chat %+v %v", msgs, err)
 	}
 	if tm := msgs[1].Timings; tm == nil || tm.CachedTokens < 16 {

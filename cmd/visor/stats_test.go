@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -94,7 +93,7 @@ func TestStatsAndTraceOfAChat(t *testing.T) {
 	}
 	// A second process loads the stored model and adds to it: its image came with the question.
 	_, errOut, err = runSafely(t, []string{"ask", "and this?", "--model", chat, "--mmproj", proj, "--plan", "off", "--db", db,
-		"--explain", "--image", writeSizedPNG(t, dir, 24, 16)}, strings.NewReader(""))
+		"--explain", "--image", testkit.WritePNG(t, filepath.Join(dir, "shot-24x16.png"), 24, 16, 0)}, strings.NewReader(""))
 	if err != nil {
 		t.Fatalf("ask: %v\n%s", err, errOut)
 	}
@@ -113,15 +112,6 @@ func TestStatsAndTraceOfAChat(t *testing.T) {
 		!strings.Contains(err.Error(), `no stored engine's key contains "nope"`) {
 		t.Fatalf("simulate --costs stored:nope: %v\n%s", err, errOut)
 	}
-}
-
-func writeSizedPNG(t *testing.T, dir string, w, h int) string {
-	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("shot-%dx%d.png", w, h))
-	if err := os.WriteFile(p, testkit.PNG(t, w, h), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func atoi(t *testing.T, s string) int {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"image"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -25,21 +23,6 @@ func tinyTokens(text string) int {
 	return n + len(text)
 }
 
-func writePNG(t *testing.T, path string, seed int) {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(i*7 + seed)
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRunStepsPrefillsTheNextStepsImages runs an agent file of three steps, the second and third with a
 // screenshot each, on the hybrid model (whose cache cannot be cut back): each next step's image is evaluated as
 // soon as the step before has answered, so that step's request evaluates only its own text and the image comes
@@ -51,8 +34,8 @@ func TestRunStepsPrefillsTheNextStepsImages(t *testing.T) {
 	if _, _, err := testmodel.HybridFiles(dir, testmodel.ProjectorOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	writePNG(t, filepath.Join(dir, "a.png"), 1)
-	writePNG(t, filepath.Join(dir, "b.png"), 2)
+	testkit.WritePNG(t, filepath.Join(dir, "a.png"), 16, 16, 1)
+	testkit.WritePNG(t, filepath.Join(dir, "b.png"), 16, 16, 2)
 	yml := filepath.Join(dir, "looker.yaml")
 	src := "name: looker\nmodel:\n  path: " + testmodel.HybridFileName + "\n  mmproj: " + testmodel.ProjectorFileName +
 		"\n  plan: off\nsteps:\n  - prompt: hello\n  - prompt: What is on screen?\n    images: [a.png]\n" +

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"image"
-	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -152,16 +151,7 @@ func TestChatInATerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(dir, "shot.png")
-	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(i * 5)
-	}
-	var pb bytes.Buffer
-	_ = png.Encode(&pb, img)
-	if err := os.WriteFile(shot, pb.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	shot := testkit.WritePNG(t, filepath.Join(dir, "shot.png"), 16, 16, 0)
 	db := filepath.Join(dir, "v.db")
 
 	a := startTmux(t, dir, "vision", "chat", "--model", chat, "--mmproj", proj, "--db", db, "--plan", "off", "--explain")
@@ -220,7 +210,8 @@ func TestChatInATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs, err := store.Messages(context.Background(), full)
-	if err != nil || len(msgs) != 2 || len(msgs[0].Images) != 1 || !bytes.Equal(msgs[0].Images[0].Data, pb.Bytes()) {
+	sent, _ := os.ReadFile(shot)
+	if err != nil || len(msgs) != 2 || len(msgs[0].Images) != 1 || !bytes.Equal(msgs[0].Images[0].Data, sent) {
 		t.Fatalf("the first session as stored: %+v %v", msgs, err)
 	}
 	ss, err := store.ListSessions(context.Background(), memory.SessionFilter{})

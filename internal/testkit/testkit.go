@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"image"
 	"image/png"
+	"os"
 	"sync"
 	"testing"
 
@@ -69,17 +70,29 @@ func FakeService(t testing.TB, a session.Agent, tune func(*session.Config)) *ses
 }
 
 // PNG is a w×h PNG with varied pixels (so two sizes never share a cache entry).
-func PNG(t testing.TB, w, h int) []byte {
+func PNG(t testing.TB, w, h int) []byte { return SeededPNG(t, w, h, 0) }
+
+// SeededPNG is PNG with its pixels shifted by seed, so images of one size differ too.
+func SeededPNG(t testing.TB, w, h, seed int) []byte {
 	t.Helper()
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for i := range img.Pix {
-		img.Pix[i] = uint8(i * 13)
+		img.Pix[i] = uint8(i*13 + seed)
 	}
 	var b bytes.Buffer
 	if err := png.Encode(&b, img); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// WritePNG writes SeededPNG(w, h, seed) to path and returns path.
+func WritePNG(t testing.TB, path string, w, h, seed int) string {
+	t.Helper()
+	if err := os.WriteFile(path, SeededPNG(t, w, h, seed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // LockedBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
