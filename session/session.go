@@ -529,15 +529,10 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	return r, p, nil
 }
 
-// build makes a turn's agent; the server chooses the slot. w, when set, watches the turn: it carries out (and
-// measures) the prefill of a tool's images while slower tools of the step still run.
-func (s *Service) build(r conductor.Ready, p llamacpp.Props, w *turnWatch) (Agent, error) {
-	return s.buildOn(r, p, -1, w)
-}
-
-// buildOn is build with every request going to server slot slot (llama-server's id_slot), so a turn keeps the
-// slot that holds its conversation; slot < 0 lets the server choose.
-func (s *Service) buildOn(r conductor.Ready, p llamacpp.Props, slot int, w *turnWatch) (Agent, error) {
+// build makes a turn's agent with every request going to server slot slot (llama-server's id_slot), so a turn
+// keeps the slot that holds its conversation; slot < 0 lets the server choose. w, when set, watches the turn: it
+// carries out (and measures) the prefill of a tool's images while slower tools of the step still run.
+func (s *Service) build(r conductor.Ready, p llamacpp.Props, slot int, w *turnWatch) (Agent, error) {
 	if s.cfg.NewAgent != nil {
 		return s.cfg.NewAgent(r, p)
 	}

@@ -316,7 +316,7 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}, note *aheadNote
 		}
 		start := time.Now()
 		var tm *engine.Timings
-		a, err := s.svc.buildOn(r, p, slot, nil)
+		a, err := s.svc.build(r, p, slot, nil)
 		if err == nil {
 			if user != nil {
 				tm, err = a.Prefill(ctx, history, *user)
@@ -374,7 +374,7 @@ func (svc *Service) prefillOnce(ctx context.Context, history []agent.Message, us
 	if err != nil {
 		return nil, err
 	}
-	a, err := svc.buildOn(r, p, slot, nil)
+	a, err := svc.build(r, p, slot, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -583,7 +583,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		return Result{SessionID: s.id}, fmt.Errorf("%w: start visor with --mmproj FILE.gguf (the model's projector) to send images", ErrNoVision)
 	}
 	watch := &turnWatch{svc: svc, session: s.id, userAhead: userAhead && aheadGen == r.Generation, profile: svc.currentProfile()}
-	a, err := svc.buildOn(r, props, slot, watch)
+	a, err := svc.build(r, props, slot, watch)
 	if err != nil {
 		return Result{SessionID: s.id}, err
 	}

@@ -111,7 +111,6 @@ func readLine(r *bufio.Reader, max int) (string, error) {
 		if len(b)+len(part) <= max {
 			b = append(b, part...)
 		} else {
-			b = b[:0:0]
 			for isPrefix {
 				if _, isPrefix, err = r.ReadLine(); err != nil {
 					return "", err

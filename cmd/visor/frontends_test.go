@@ -250,12 +250,11 @@ func (o *oneShot) stderr() string   { return o.log.String() }
 
 // chatDriver types into `visor chat`.
 type chatDriver struct {
-	in      *io.PipeWriter
-	out     *testkit.LockedBuffer
-	errb    *testkit.LockedBuffer
-	done    chan error
-	answers int
-	dir     string
+	in   *io.PipeWriter
+	out  *testkit.LockedBuffer
+	errb *testkit.LockedBuffer
+	done chan error
+	dir  string
 }
 
 func startChat(t *testing.T, flags []string) *chatDriver {
@@ -309,12 +308,11 @@ func (c *chatDriver) stderr() string { return c.errb.String() }
 
 // webDriver uses `visor web`'s API as its page does.
 type webDriver struct {
-	cancel       context.CancelFunc
-	done         chan error
-	errb, out    *testkit.LockedBuffer
-	base, token  string
-	chat         string
-	lastSessinID string
+	cancel      context.CancelFunc
+	done        chan error
+	errb, out   *testkit.LockedBuffer
+	base, token string
+	chat        string
 }
 
 func startWeb(t *testing.T, flags []string) *webDriver {

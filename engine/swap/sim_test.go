@@ -73,8 +73,6 @@ func TestShippedTracesAcceptance(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // One request, one image known 10 s ahead, on costs small enough to check by hand.
 func TestSimulateArithmetic(t *testing.T) {
 	c := swap.SeedCosts()

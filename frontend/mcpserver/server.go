@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -224,16 +223,4 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 			sessionID, sessionID)})
 	}
 	return res, out, nil
-}
-
-func title(prompt string) string {
-	t := strings.Join(strings.Fields(prompt), " ")
-	if len(t) <= 60 {
-		return t
-	}
-	cut := 60
-	for cut > 0 && !utf8.RuneStart(t[cut]) {
-		cut--
-	}
-	return t[:cut] + "…"
 }
