@@ -26,14 +26,12 @@ type Session struct {
 	refs    int
 	lock    chan struct{} // one turn at a time; a channel so waiting respects ctx
 
-	mu         sync.Mutex // guards the fields below
-	history    []agent.Message
-	pending    []tools.Image
-	pendingAt  []time.Time // when each pending image became known
-	pendBytes  int64
-	knownSince time.Time
-	prefilled  int
-	prefill    chan struct{} // closed when the running prefill chain ended; nil when none runs
+	mu        sync.Mutex // guards the fields below
+	history   []agent.Message
+	pending   []tools.Image
+	pendingAt []time.Time // when each pending image became known
+	prefilled int
+	prefill   chan struct{} // closed when the running prefill chain ended; nil when none runs
 	// warmGen and warmLen say the engine launch (conductor generation) whose cache holds history[:warmLen];
 	// warmGen 0: no launch of this process has evaluated it (a resumed session). triedGen and triedLen mark a
 	// history prefill already tried, so a failed or declined one is not tried again in a loop.
@@ -68,7 +66,7 @@ func (s *Session) Pending() int {
 // Close releases the session; the last Close of a session forgets its in-memory state (a stored session can be
 // opened again).
 func (s *Session) Close() {
-	_ = s.waitPrefill(context.Background())
+	_ = s.WaitAhead(context.Background())
 	svc := s.svc
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
@@ -112,10 +110,11 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 	if len(s.pending)+1 > cfg.MaxPendingImages {
 		return im, fmt.Errorf("%w: this message already has %d images, the most one message may carry: send it, then attach more to the next one", ErrLimit, len(s.pending))
 	}
-	if s.pendBytes+int64(len(im.Data)) > cfg.MaxPendingBytes {
+	pendBytes := imagesSize(s.pending)
+	if pendBytes+int64(len(im.Data)) > cfg.MaxPendingBytes {
 		return im, fmt.Errorf("%w: the attached images would pass %d MiB for one message: send this message first", ErrLimit, cfg.MaxPendingBytes>>20)
 	}
-	if held := imageBytes(s.history) + s.pendBytes; held+int64(len(im.Data)) > cfg.MaxSessionImageBytes {
+	if held := imageBytes(s.history) + pendBytes; held+int64(len(im.Data)) > cfg.MaxSessionImageBytes {
 		return im, fmt.Errorf("%w: this conversation already holds %s of images and this one would pass its %s limit "+
 			"(every image stays in the conversation): start a new session", ErrLimit, size(held), size(cfg.MaxSessionImageBytes))
 	}
@@ -133,13 +132,9 @@ func (s *Session) queueLocked(ims []tools.Image) {
 	if len(ims) == 0 {
 		return
 	}
-	if len(s.pending) == 0 {
-		s.knownSince = time.Now()
-	}
 	for _, im := range ims {
 		s.pending = append(s.pending, im)
 		s.pendingAt = append(s.pendingAt, time.Now())
-		s.pendBytes += int64(len(im.Data))
 	}
 }
 
@@ -416,18 +411,24 @@ func size(n int64) string {
 func imageBytes(msgs []agent.Message) int64 {
 	var n int64
 	for _, m := range msgs {
-		for _, im := range m.Images {
-			n += int64(len(im.Data))
-		}
+		n += imagesSize(m.Images)
+	}
+	return n
+}
+
+func imagesSize(ims []tools.Image) int64 {
+	var n int64
+	for _, im := range ims {
+		n += int64(len(im.Data))
 	}
 	return n
 }
 
 // ClearAttachments drops the images attached for the next message.
 func (s *Session) ClearAttachments() {
-	_ = s.waitPrefill(context.Background())
+	_ = s.WaitAhead(context.Background())
 	s.mu.Lock()
-	s.pending, s.pendingAt, s.pendBytes, s.prefilled = nil, nil, 0, 0
+	s.pending, s.pendingAt, s.prefilled = nil, nil, 0
 	// The attachments' notes go with them; a history prefill's still explains the next message.
 	var kept []*aheadNote
 	for _, n := range s.notes {
@@ -444,22 +445,18 @@ func (s *Session) dropSentLocked(n int) {
 	n = min(n, len(s.pending))
 	s.pending = append([]tools.Image(nil), s.pending[n:]...)
 	s.pendingAt = append([]time.Time(nil), s.pendingAt[n:]...)
-	s.pendBytes, s.prefilled = 0, 0
-	for _, im := range s.pending {
-		s.pendBytes += int64(len(im.Data))
-	}
-	if len(s.pendingAt) > 0 {
-		s.knownSince = s.pendingAt[0]
-	}
+	s.prefilled = 0
 }
-
-func (s *Session) waitPrefill(ctx context.Context) error { return s.WaitAhead(ctx) }
 
 func (s *Session) lookahead() SessionLookahead {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SessionLookahead{ID: s.id, PendingImages: len(s.pending), PendingBytes: s.pendBytes, KnownSince: s.knownSince,
+	la := SessionLookahead{ID: s.id, PendingImages: len(s.pending), PendingBytes: imagesSize(s.pending),
 		Prefilled: s.prefilled, Busy: s.busy, Queued: s.queued}
+	if len(s.pendingAt) > 0 {
+		la.KnownSince = s.pendingAt[0]
+	}
+	return la
 }
 
 // Result is what a turn did.
@@ -529,7 +526,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		}
 	}()
 	sent := time.Now()
-	if err := s.waitPrefill(ctx); err != nil {
+	if err := s.WaitAhead(ctx); err != nil {
 		return Result{SessionID: s.id}, err
 	}
 	waited := time.Since(sent)
