@@ -22,17 +22,6 @@ import (
 	"github.com/visorhq/visor/tools"
 )
 
-// tinyTokens counts the tokens of text for the tiny models: one per byte, one per special token.
-func tinyTokens(text string) int {
-	n := 0
-	for _, sp := range []string{"<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"} {
-		c := strings.Count(text, sp)
-		n += c
-		text = strings.ReplaceAll(text, sp, "")
-	}
-	return n + len(text)
-}
-
 // genPrompt is what the tiny models' template adds after the last message.
 const genPrompt = "<|im_end|>\n<|im_start|>assistant\n"
 
@@ -94,7 +83,7 @@ func TestPrefillLeavesOnlyTheNewText(t *testing.T) {
 				t.Fatalf("question: %+v", f)
 			}
 			tm := f.Final.Timings
-			newText := tinyTokens(question + genPrompt)
+			newText := testmodel.TokenCount(question + genPrompt)
 			t.Logf("prefill evaluated %d (cached %d); question: prompt_n %d, cache_n %d, new text %d tokens",
 				pre.PromptN, pre.CacheN, tm.PromptN, tm.CacheN, newText)
 			if tm.PromptN > newText+prefillSlack {
@@ -196,7 +185,7 @@ func TestPrefillToolImageWhileSlowerToolRuns(t *testing.T) {
 				t.Fatalf("prefills %+v, want one", s.prefills)
 			}
 			pre, tm := s.prefills[0], f.Final.Timings
-			newText := tinyTokens("<|im_start|>user\n<tool_response>\nscan complete\n</tool_response>" + genPrompt)
+			newText := testmodel.TokenCount("<|im_start|>user\n<tool_response>\nscan complete\n</tool_response>" + genPrompt)
 			t.Logf("prefill evaluated %d (cached %d); next request: prompt_n %d, cache_n %d, new text %d tokens",
 				pre.PromptN, pre.CacheN, tm.PromptN, tm.CacheN, newText)
 			if tm.PromptN > newText+prefillSlack {

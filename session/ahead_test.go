@@ -19,16 +19,6 @@ import (
 	"github.com/visorhq/visor/session"
 )
 
-// tinyTokens counts the tokens of text for the tiny models: one per byte, one per special token.
-func tinyTokens(text string) int {
-	n := 0
-	for _, sp := range []string{"<|im_start|>", "<|im_end|>"} {
-		n += strings.Count(text, sp)
-		text = strings.ReplaceAll(text, sp, "")
-	}
-	return n + len(text)
-}
-
 // prefillSlack is how many tokens beyond its new text a request after a prefill may evaluate (issue 11).
 const prefillSlack = 8
 
@@ -131,7 +121,7 @@ func TestResumedHistoryIsPrefilled(t *testing.T) {
 		return s
 	}
 	question := "and now?"
-	want := tinyTokens(newTurnText(question)) + prefillSlack
+	want := testmodel.TokenCount(newTurnText(question)) + prefillSlack
 	turn := func(sess *session.Session) *engine.Timings {
 		t.Helper()
 		res, err := sess.Turn(ctx, question, nil, nil)

@@ -151,7 +151,7 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	}()
 	pre := prefillEvent(t, st, b.ID())
 	bt := firstTimings(t, rb.res)
-	newText := tinyTokens(question + "<|im_end|>\n<|im_start|>assistant\n")
+	newText := testmodel.TokenCount(question + "<|im_end|>\n<|im_start|>assistant\n")
 	t.Logf("queued prefill evaluated %d (cached %d); the queued turn's request: prompt_n %d, cache_n %d, new text %d tokens",
 		pre.PromptN, pre.CacheN, bt.PromptN, bt.CacheN, newText)
 	if bt.PromptN > newText+prefillSlack {

@@ -13,16 +13,6 @@ import (
 	"github.com/visorhq/visor/memory"
 )
 
-// tinyTokens counts the tokens of text for the tiny models: one per byte, one per special token.
-func tinyTokens(text string) int {
-	n := 0
-	for _, sp := range []string{"<|im_start|>", "<|im_end|>"} {
-		n += strings.Count(text, sp)
-		text = strings.ReplaceAll(text, sp, "")
-	}
-	return n + len(text)
-}
-
 // TestRunStepsPrefillsTheNextStepsImages runs an agent file of three steps, the second and third with a
 // screenshot each, on the hybrid model (whose cache cannot be cut back): each next step's image is evaluated as
 // soon as the step before has answered, so that step's request evaluates only its own text and the image comes
@@ -74,7 +64,7 @@ func TestRunStepsPrefillsTheNextStepsImages(t *testing.T) {
 		tm := answer.Timings
 		// The prefix evaluated ahead ends on the line after the image; the request adds the question, its end
 		// of turn and the generation prompt.
-		want := tinyTokens(text+"<|im_end|>\n<|im_start|>assistant\n") + 8
+		want := testmodel.TokenCount(text+"<|im_end|>\n<|im_start|>assistant\n") + 8
 		t.Logf("step %d: prompt_n %d, cache_n %d (new text + slack %d)", step, tm.PromptTokens, tm.CachedTokens, want)
 		if tm.PromptTokens > want || tm.CachedTokens < 16 {
 			t.Errorf("step %d's request evaluated %d tokens (cached %d), want ≤ %d with its image from the cache: it was not prefilled",

@@ -369,6 +369,19 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("token count", func(t *testing.T) {
+		// TokenCount, which tests use for a request's new text, counts as the server's tokenizer does.
+		text := "<|im_start|>user\n<tool_response>\ndir ok\n</tool_response><|im_end|>\n<|im_start|>assistant\n" +
+			"<tool_call>\n" + testmodel.CallBody + "\n</tool_call>"
+		var tok struct {
+			Tokens []int `json:"tokens"`
+		}
+		s.post(t, "/tokenize", map[string]any{"content": text, "parse_special": true}, &tok)
+		if got := testmodel.TokenCount(text); got != len(tok.Tokens) {
+			t.Errorf("TokenCount = %d, the server's tokenizer %d", got, len(tok.Tokens))
+		}
+	})
+
 	t.Run("plain", func(t *testing.T) {
 		// Default sampling (no temperature, random seed): the logit gaps make it greedy anyway.
 		for range 3 {

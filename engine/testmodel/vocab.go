@@ -2,6 +2,7 @@ package testmodel
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/visorhq/visor/engine/gguf"
 )
@@ -64,6 +65,35 @@ func printableByte(b byte) bool {
 	return ('!' <= b && b <= '~') || (0xA1 <= b && b <= 0xAC) || (0xAE <= b)
 }
 
+// specialTokens are the chat model's tokens beyond the 256 bytes.
+var specialTokens = []struct {
+	id   int
+	text string
+	typ  int32
+}{
+	{TokenEndOfText, "<|endoftext|>", tokenTypeControl},
+	{TokenIMStart, "<|im_start|>", tokenTypeControl},
+	{TokenIMEnd, "<|im_end|>", tokenTypeControl},
+	{TokenToolCall, "<tool_call>", tokenTypeUserDefined},
+	{TokenToolCallEnd, "</tool_call>", tokenTypeUserDefined},
+	{TokenToolResponse, "<tool_response>", tokenTypeUserDefined},
+	{TokenToolResponseEnd, "</tool_response>", tokenTypeUserDefined},
+	// User-defined tokens are matched in raw text, before any byte splitting, and their piece is their text
+	// as is (no byte-to-unicode mapping), so the spaces and quotes need no escaping.
+	{TokenCallBody, CallBody, tokenTypeUserDefined},
+}
+
+// TokenCount is how many tokens the chat models of this package (and the stand-ins built on their tokenizer)
+// make of text: one per special token, one per other byte. Tests use it for a request's new text.
+func TokenCount(text string) int {
+	n := 0
+	for _, sp := range specialTokens {
+		n += strings.Count(text, sp.text)
+		text = strings.ReplaceAll(text, sp.text, "")
+	}
+	return n + len(text)
+}
+
 // vocabulary returns the token texts and llama.cpp token types of the chat model, indexed by token id.
 func vocabulary() (texts []string, types []int32) {
 	texts = make([]string, VocabSize)
@@ -72,23 +102,7 @@ func vocabulary() (texts []string, types []int32) {
 		texts[b] = byteTokenText(byte(b))
 		types[b] = tokenTypeNormal
 	}
-	special := []struct {
-		id   int
-		text string
-		typ  int32
-	}{
-		{TokenEndOfText, "<|endoftext|>", tokenTypeControl},
-		{TokenIMStart, "<|im_start|>", tokenTypeControl},
-		{TokenIMEnd, "<|im_end|>", tokenTypeControl},
-		{TokenToolCall, "<tool_call>", tokenTypeUserDefined},
-		{TokenToolCallEnd, "</tool_call>", tokenTypeUserDefined},
-		{TokenToolResponse, "<tool_response>", tokenTypeUserDefined},
-		{TokenToolResponseEnd, "</tool_response>", tokenTypeUserDefined},
-		// User-defined tokens are matched in raw text, before any byte splitting, and their piece is their text
-		// as is (no byte-to-unicode mapping), so the spaces and quotes need no escaping.
-		{TokenCallBody, CallBody, tokenTypeUserDefined},
-	}
-	for _, s := range special {
+	for _, s := range specialTokens {
 		texts[s.id] = s.text
 		types[s.id] = s.typ
 	}

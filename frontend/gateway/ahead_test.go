@@ -160,8 +160,7 @@ func TestQueuedRequestIsPrefilled(t *testing.T) {
 	if err := json.Unmarshal(a.body, &out); err != nil || len(out.Choices) == 0 || out.Choices[0].Message.Content != testmodel.Answer {
 		t.Fatalf("queued request's answer: %s (%v)", a.body, err)
 	}
-	// The tiny models' tokens: one per byte, one per special token (<|im_end|>, <|im_start|>).
-	newText := len(question+"\nassistant\n") + 2
+	newText := testmodel.TokenCount(question + "<|im_end|>\n<|im_start|>assistant\n")
 	t.Logf("the queued request: prompt_n %d, cache_n %d, new text %d tokens", out.Timings.PromptN, out.Timings.CacheN, newText)
 	if out.Timings.PromptN > newText+8 {
 		t.Errorf("the queued request evaluated %d tokens, want ≤ %d (its %d new text tokens + 8): its image was not prefilled",

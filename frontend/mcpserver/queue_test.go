@@ -116,8 +116,7 @@ func TestQueuedCallIsPrefilled(t *testing.T) {
 	if tm == nil {
 		t.Fatalf("the second call's session has no timed answer: %+v", msgs)
 	}
-	// The tiny models' tokens: one per byte, one per special token (<|im_end|>, <|im_start|>).
-	newText := len(question+"\nassistant\n") + 2
+	newText := testmodel.TokenCount(question + "<|im_end|>\n<|im_start|>assistant\n")
 	t.Logf("the queued call's request: prompt_n %d, cache_n %d, new text %d tokens", tm.PromptTokens, tm.CachedTokens, newText)
 	if tm.PromptTokens > newText+8 {
 		t.Errorf("the queued call's request evaluated %d tokens, want ≤ %d (its %d new text tokens + 8): its image was not prefilled",
