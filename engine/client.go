@@ -35,9 +35,6 @@ func NewClient(baseURL, apiKey string) *Client {
 	cfg := openai.DefaultConfig(apiKey)
 	cfg.BaseURL = root + "/v1"
 	cfg.HTTPClient = &extraDoer{next: hc}
-	// llama-server sends keep-alive blank lines while it prefills a long prompt; do not treat them as a broken
-	// stream.
-	cfg.EmptyMessagesLimit = 1 << 20
 	return &Client{base: root, shown: RedactURL(root), oa: openai.NewClientWithConfig(cfg), http: hc, key: apiKey}
 }
 
@@ -113,65 +110,6 @@ type Chunk struct {
 	openai.ChatCompletionStreamResponse
 	Timings *Timings
 }
-
-// Stream is an open streaming response. Recv returns io.EOF after the server's [DONE].
-type Stream struct {
-	s    *openai.ChatCompletionStream
-	base string // redacted
-	// done is set once a finish_reason arrived: go-openai reports io.EOF both for [DONE] and for a connection
-	// that just closed, and only the first is a complete answer.
-	done bool
-}
-
-// ChunkStream is a streamed answer, chunk by chunk; *Stream implements it. Consumers take this interface so a
-// recorded stream can stand in for a server in unit tests.
-type ChunkStream interface {
-	Recv() (Chunk, error)
-	Close() error
-}
-
-// ChatStream starts a streaming request.
-func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, error) {
-	req.Stream = true
-	ctx = withExtra(ctx, req.Extra, nil)
-	s, err := c.oa.CreateChatCompletionStream(ctx, req.ChatCompletionRequest)
-	if err != nil {
-		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, redactErr(err))
-	}
-	return &Stream{s: s, base: c.shown}, nil
-}
-
-// ErrStreamBroken reports a stream that ended before the server said it was done (server crash, dropped
-// connection).
-var ErrStreamBroken = errors.New("stream ended before the server finished")
-
-// Recv returns the next chunk.
-func (s *Stream) Recv() (Chunk, error) {
-	line, err := s.s.RecvRaw()
-	if err != nil {
-		if errors.Is(err, io.EOF) && s.done {
-			return Chunk{}, io.EOF
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Chunk{}, fmt.Errorf("%w (%s): %w", ErrStreamBroken, s.base, redactErr(err))
-		}
-		return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, redactErr(err))
-	}
-	var ch Chunk
-	if err := json.Unmarshal(line, &ch.ChatCompletionStreamResponse); err != nil {
-		return Chunk{}, fmt.Errorf("stream from %s: bad chunk %.200q: %w", s.base, line, err)
-	}
-	ch.Timings = timingsFrom(line)
-	for _, c := range ch.Choices {
-		if c.FinishReason != "" {
-			s.done = true
-		}
-	}
-	return ch, nil
-}
-
-// Close releases the connection; closing mid-stream makes llama-server stop generating.
-func (s *Stream) Close() error { return s.s.Close() }
 
 func timingsFrom(raw []byte) *Timings {
 	if len(raw) == 0 || !bytes.Contains(raw, []byte(`"timings"`)) {

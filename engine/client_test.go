@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -142,4 +144,94 @@ func BenchmarkStream(b *testing.B) {
 	b.ReportMetric(float64(benchTokens)*1e9*float64(b.N)/float64(visorNS), "visor-tok/s")
 	b.ReportMetric(float64(benchTokens)*1e9*float64(b.N)/float64(rawNS), "raw-tok/s")
 	b.ReportMetric(ratios[len(ratios)/2], "ratio")
+}
+
+// TestStreamChunksMatchGoOpenAI reads the same requests from the real server twice, through visor's stream and
+// raw with every line decoded by encoding/json into go-openai's types, and wants the same chunks: text, a native
+// tool call (the tiny model calls one when tools are required), finish reasons, usage and timings. Ids and
+// creation times differ per request and are left out; timings must be present on the same chunks.
+func TestStreamChunksMatchGoOpenAI(t *testing.T) {
+	s := enginetest.Tiny(t, false, llamacpp.Config{})
+	weather := openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "get_weather",
+		Description: "Get weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}}
+	msgs := []openai.ChatCompletionMessage{{Role: "user", Content: "What is the weather in Paris?"}}
+	for name, req := range map[string]openai.ChatCompletionRequest{
+		"plain": {Messages: msgs, MaxTokens: 32},
+		"tools": {Messages: msgs, MaxTokens: 128, Tools: []openai.Tool{weather}, ToolChoice: "required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			zero := 0
+			extra := engine.Extra{Fields: map[string]any{"temperature": zero}}
+			var got []engine.Chunk
+			st, err := s.Client().ChatStream(context.Background(), engine.Request{ChatCompletionRequest: req, Extra: extra})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				ch, err := st.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ch)
+			}
+			st.Close()
+			req.Stream = true
+			body, _ := json.Marshal(req)
+			body = append(body[:len(body)-1], []byte(`,"temperature":0}`)...)
+			resp, err := http.Post(s.URL()+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var want []engine.Chunk
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				line, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+				if !ok || string(line) == "[DONE]" {
+					continue
+				}
+				var ch engine.Chunk
+				if err := json.Unmarshal(line, &ch.ChatCompletionStreamResponse); err != nil {
+					t.Fatalf("raw line %q: %v", line, err)
+				}
+				var tm struct{ Timings *engine.Timings }
+				_ = json.Unmarshal(line, &tm)
+				ch.Timings = tm.Timings
+				want = append(want, ch)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("visor read %d chunks, the raw read %d", len(got), len(want))
+			}
+			calls := 0
+			for i := range got {
+				g, w := got[i], want[i]
+				if (g.Timings == nil) != (w.Timings == nil) || g.ID == "" || g.Created == 0 {
+					t.Errorf("chunk %d: timings %v vs %v, id %q, created %d", i, g.Timings, w.Timings, g.ID, g.Created)
+				}
+				g.ID, w.ID, g.Created, w.Created, g.Timings, w.Timings = "", "", 0, 0, nil, nil
+				for _, c := range g.Choices {
+					for _, tc := range c.Delta.ToolCalls {
+						calls++
+						tc.ID = ""
+					}
+				}
+				for _, chs := range [][]openai.ChatCompletionStreamChoice{g.Choices, w.Choices} {
+					for _, c := range chs {
+						for j := range c.Delta.ToolCalls {
+							c.Delta.ToolCalls[j].ID = "" // ids are random per request
+						}
+					}
+				}
+				if !reflect.DeepEqual(g, w) {
+					t.Errorf("chunk %d:\nvisor %+v\nraw   %+v", i, g, w)
+				}
+			}
+			if name == "tools" && calls == 0 {
+				t.Errorf("no tool call chunk in the tools stream")
+			}
+		})
+	}
 }
