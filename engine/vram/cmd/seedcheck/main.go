@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,7 +85,10 @@ type Run struct {
 	// Concurrent pairs (-concurrent): both clients stream the same request at once from a two-slot server, so
 	// the server decodes both in the same batches and its own run-to-run noise is the same for both.
 	ConcVisorTPS []float64 `json:"concurrent_visor_tps,omitempty"`
-	ConcRawTPS   []float64 `json:"concurrent_raw_tps,omitempty"`
+	// -goopenai: the same request read through go-openai's own stream reader, which visor's client used until
+	// it read the stream itself: a reference in the same rounds.
+	GoOpenAITPS []float64 `json:"goopenai_tps,omitempty"`
+	ConcRawTPS  []float64 `json:"concurrent_raw_tps,omitempty"`
 	// Controls (-aa): the same alternating comparison between two identical clients, and between visor and raw
 	// again interleaved with them.
 	Controls  []string `json:"controls,omitempty"`
@@ -123,6 +127,7 @@ func main() {
 	flag.IntVar(&tpsTokens, "tps-tokens", tpsTokens, "tokens per tokens/s request")
 	flag.IntVar(&controlPairs, "aa", 0, "also measure this many alternating pairs of raw vs raw and of visor vs visor: the noise floor of the alternating comparison")
 	flag.IntVar(&concurrentPairs, "concurrent", 0, "also measure this many pairs with both clients streaming at once (visor serve then runs --parallel 2)")
+	flag.BoolVar(&goOpenAI, "goopenai", false, "also read each round's request through go-openai's own stream reader (the client visor used before): a reference measured in the same rounds")
 	tpsBudget := flag.Duration("tps-budget", 0, "stop the tokens/s pairs (after an even number) before they take longer than this; 0: no limit")
 	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
 	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
@@ -378,22 +383,29 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 				say("run %d tokens/s: stopping after %d pairs (budget %s)", n, i, tpsBudget)
 				break
 			}
-			// Pairs alternate which client goes first, so neither gets a systematic position.
-			var v, raw float64
+			// Rounds rotate which client goes first, so none gets a systematic position.
+			var v, raw, goa float64
 			var vt, rt engine.Timings
-			var err, rerr error
-			if i%2 == 0 {
-				v, vt, err = streamVisor(ctx, c)
-				raw, rt, rerr = streamRaw(ctx, url)
-			} else {
-				raw, rt, rerr = streamRaw(ctx, url)
-				v, vt, err = streamVisor(ctx, c)
+			var err, rerr, gerr error
+			steps := []func(){
+				func() { v, vt, err = streamVisor(ctx, c) },
+				func() { raw, rt, rerr = streamRaw(ctx, url) },
 			}
-			if err = errors.Join(err, rerr); err != nil {
+			if goOpenAI {
+				steps = append(steps, func() { goa, gerr = streamGoOpenAI(ctx, url) })
+			}
+			for j := range steps {
+				steps[(i+j)%len(steps)]()
+			}
+			if err = errors.Join(err, rerr, gerr); err != nil {
 				// Keep the pairs measured so far: the run is a FAIL either way, and they still show the ratio.
 				r.Err = fmt.Sprintf("tokens/s pair %d: %v", i, err)
 				say("run %d: %s", n, r.Err)
 				break
+			}
+			if goOpenAI {
+				r.GoOpenAITPS = append(r.GoOpenAITPS, goa)
+				say("run %d tokens/s #%d: go-openai's reader %.1f: ratio to raw %.3f", n, i, goa, goa/raw)
 			}
 			r.VisorTPS, r.RawTPS = append(r.VisorTPS, v), append(r.RawTPS, raw)
 			r.ServerTPS, r.RawServerTPS = append(r.ServerTPS, vt.PredictedPerSecond), append(r.RawServerTPS, rt.PredictedPerSecond)
@@ -532,6 +544,9 @@ var tpsTokens = 512
 // concurrentPairs is -concurrent; controlPairs is -aa.
 var concurrentPairs, controlPairs int
 
+// goOpenAI is -goopenai.
+var goOpenAI bool
+
 // streamVisor streams through visor's engine client and returns tokens/s after the first token, and the server's
 // own timings.
 func streamVisor(ctx context.Context, c *engine.Client) (float64, engine.Timings, error) {
@@ -569,6 +584,68 @@ func streamVisor(ctx context.Context, c *engine.Client) (float64, engine.Timings
 		return 0, engine.Timings{}, fmt.Errorf("visor stream: no timings or no content")
 	}
 	return float64(tim.PredictedN-1) / el.Seconds(), *tim, nil
+}
+
+// streamGoOpenAI reads the same request through go-openai's stream reader, as visor's client did before it read
+// the stream itself, and returns tokens/s after the first token.
+func streamGoOpenAI(ctx context.Context, url string) (float64, error) {
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = url + "/v1"
+	cfg.HTTPClient = rawBodyDoer{}
+	st, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(ctx, goOpenAIRequest())
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var first time.Time
+	var raw []byte
+	for {
+		line, err := st.RecvRaw()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		var ch openai.ChatCompletionStreamResponse
+		if err := json.Unmarshal(line, &ch); err != nil {
+			return 0, err
+		}
+		for _, cc := range ch.Choices {
+			if first.IsZero() && (cc.Delta.Content != "" || cc.Delta.ReasoningContent != "") {
+				first = time.Now()
+			}
+		}
+		if bytes.Contains(line, []byte(`"timings"`)) {
+			raw = line
+		}
+	}
+	el := time.Since(first)
+	var tim struct {
+		Timings engine.Timings `json:"timings"`
+	}
+	if err := json.Unmarshal(raw, &tim); err != nil || first.IsZero() || tim.Timings.PredictedN == 0 {
+		return 0, fmt.Errorf("go-openai stream: no content or no timings (%v)", err)
+	}
+	return float64(tim.Timings.PredictedN-1) / el.Seconds(), nil
+}
+
+// goOpenAIRequest is rawBody as a go-openai request. go-openai cannot send llama.cpp's fields, so rawBodyDoer
+// sends rawBody itself: the three clients' requests are the same bytes.
+func goOpenAIRequest() openai.ChatCompletionRequest {
+	seed := tpsSeed
+	return openai.ChatCompletionRequest{MaxTokens: tpsTokens, Seed: &seed,
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: tpsPrompt}}}
+}
+
+type rawBodyDoer struct{}
+
+func (rawBodyDoer) Do(req *http.Request) (*http.Response, error) {
+	b := rawBody()
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader(b)), int64(len(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(b)), nil }
+	req.Header["X-Idempotency-Key"] = nil
+	return http.DefaultClient.Do(req)
 }
 
 // rawBody is the request streamVisor sends, as go-openai and visor's client write it (TestClientsSendTheSameRequest
@@ -720,6 +797,19 @@ func tpsChecks(r *Run) []string {
 	lo, hi := minMax(pr)
 	add(len(pr) == n && median(pr) >= 0.99, "visor / raw tokens/s per pair: median %.3f of %d pairs (≥ 0.99; pairs %.3f–%.3f)",
 		median(pr), len(pr), lo, hi)
+	gm, ciLo, ciHi := geoMeanCI(pr)
+	out = append(out, fmt.Sprintf("info  visor / raw per pair: geometric mean %.3f, 95%% interval %.3f–%.3f", gm, ciLo, ciHi))
+	if m := min(n, len(r.GoOpenAITPS)); m > 0 {
+		var gr []float64
+		for i := range m {
+			if r.RawTPS[i] > 0 {
+				gr = append(gr, r.GoOpenAITPS[i]/r.RawTPS[i])
+			}
+		}
+		gm, ciLo, ciHi := geoMeanCI(gr)
+		out = append(out, fmt.Sprintf("info  go-openai's reader (visor's client before) / raw per round: median %.3f, geometric mean %.3f, 95%% interval %.3f–%.3f, of %d",
+			median(gr), gm, ciLo, ciHi, len(gr)))
+	}
 	// The server's variation: its own rate and accepted drafts per request, and each client's rate over it.
 	var sv, ov, or []float64
 	drafts := map[[2]int]int{}
@@ -742,6 +832,26 @@ func tpsChecks(r *Run) []string {
 		len(sv), lo, hi, 100*(hi/max(lo, 1e-9)-1), strings.Join(ds, ", ")))
 	out = append(out, fmt.Sprintf("info  client rate / server rate: visor %.3f, raw %.3f", median(ov), median(or)))
 	return out
+}
+
+// geoMeanCI is the geometric mean of ratios and its 95% interval (normal approximation on the logs).
+func geoMeanCI(rs []float64) (float64, float64, float64) {
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	var sum, sq float64
+	for _, r := range rs {
+		sum += math.Log(r)
+	}
+	mean := sum / float64(len(rs))
+	for _, r := range rs {
+		sq += (math.Log(r) - mean) * (math.Log(r) - mean)
+	}
+	se := 0.0
+	if len(rs) > 1 {
+		se = math.Sqrt(sq/float64(len(rs)-1)) / math.Sqrt(float64(len(rs)))
+	}
+	return math.Exp(mean), math.Exp(mean - 1.96*se), math.Exp(mean + 1.96*se)
 }
 
 func at(ts []engine.Timings, i int) engine.Timings {

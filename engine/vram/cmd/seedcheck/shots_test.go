@@ -58,6 +58,9 @@ func TestClientsAgainstRealServer(t *testing.T) {
 	if err != nil || raw <= 0 || rt.PredictedPerSecond <= 0 || rt.PredictedN != tpsTokens {
 		t.Fatalf("raw stream: %v %+v %v", raw, rt, err)
 	}
+	if g, err := streamGoOpenAI(ctx, s.URL()); err != nil || g <= 0 {
+		t.Fatalf("go-openai stream: %v %v", g, err)
+	}
 	png, err := screenshot(320, 200, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +111,14 @@ func TestClientsSendTheSameRequest(t *testing.T) {
 	if vt != rt || rt.DraftNAccepted != 1 || rt.PredictedPerSecond != 200 {
 		t.Errorf("timings differ: visor %+v, raw %+v", vt, rt)
 	}
-	if len(bodies) != 2 {
-		t.Fatalf("%d requests, want 2", len(bodies))
+	if _, err := streamGoOpenAI(ctx, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if len(bodies) != 3 {
+		t.Fatalf("%d requests, want 3", len(bodies))
+	}
+	if !bytes.Equal(bodies[2], bodies[1]) {
+		t.Errorf("go-openai's request differs from the raw one:\n%s\n%s", bodies[2], bodies[1])
 	}
 	var v, raw map[string]any
 	if err := json.Unmarshal(bodies[0], &v); err != nil {
