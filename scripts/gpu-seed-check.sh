@@ -12,7 +12,9 @@
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
 # Run (on the GPU machine, from the repository root): scripts/gpu-seed-check.sh [seedcheck flags, e.g. -free 23.4GB]
 # Only the tokens/s comparison (same ballast, plan and warm-up start; no control run, no screenshots):
-#   scripts/gpu-seed-check.sh -tps-only -reps 16 -tps-tokens 256 -tps-budget 150s
+#   scripts/gpu-seed-check.sh -tps-only -reps 120 -tps-tokens 128 -tps-budget 400s [-goopenai]
+# The server's own rate varies ~7% from one request to the next, so one run's 1% line is a coin toss; pool runs
+# (on any machine): seedcheck -pool run1/results.json run2/results.json ...
 # Without a GPU, `seedcheck -dry -model M -mmproj P` checks the flow on the CPU with small models (no NVML, no ballast).
 # Results: $OUT/results.json, the llama-server logs and PASS/FAIL lines on stdout (the screenshots stay in the work
 # folder). Skips (exit 0) without an NVIDIA GPU, and in CI.

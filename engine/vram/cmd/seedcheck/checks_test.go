@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,5 +97,36 @@ func TestTPSChecksBothRatios(t *testing.T) {
 	rep.Runs[0].ConcVisorTPS = []float64{48, 49, 52}
 	if lines = strings.Join(checks(rep), "\n"); !strings.Contains(lines, "FAIL  concurrent pairs") {
 		t.Errorf("concurrent pairs 4%% slower in two of three, no FAIL:\n%s", lines)
+	}
+}
+
+// TestPooledH200Runs pools the tokens/s pairs of the four H200 runs of 2026-12-01 (after visor's client read the
+// stream itself; testdata/h200-tps, trimmed to the tokens/s fields) as `seedcheck -pool` does, and holds them to
+// the numbers the closing note cites, so a change to the statistics cannot move them unseen.
+func TestPooledH200Runs(t *testing.T) {
+	files, err := filepath.Glob("testdata/h200-tps/*.json")
+	if err != nil || len(files) != 4 {
+		t.Fatalf("recorded runs: %v %v", files, err)
+	}
+	lines, err := pooled(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(lines, "\n")
+	for _, w := range []string{
+		"PASS  visor streamed 57.9 tokens/s vs raw HTTP 57.6, medians of 220 alternating pairs",
+		"PASS  visor / raw tokens/s per pair: median 0.992 of 220 pairs",
+		"geometric mean 0.996, 95% interval 0.982–1.010",
+		"client rate / server rate: visor 1.000, raw 1.000",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("no %q in:\n%s", w, got)
+		}
+	}
+	if _, err := pooled(nil); err == nil {
+		t.Error("pooling no files succeeded")
+	}
+	if _, err := pooled([]string{"testdata/none.json"}); err == nil {
+		t.Error("pooling a missing file succeeded")
 	}
 }

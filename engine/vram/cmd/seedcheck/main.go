@@ -132,7 +132,17 @@ func main() {
 	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
 	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
 	flag.StringVar(&dryMMProj, "mmproj", "", "with -dry: the projector")
+	pool := flag.Bool("pool", false, "no run: pool the tokens/s pairs of the results.json files named as arguments (each run's warm-up start) and print the same checks over all of them")
 	flag.Parse()
+	if *pool {
+		lines, err := pooled(flag.Args())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "seedcheck -pool:", err)
+			os.Exit(1)
+		}
+		fmt.Println(strings.Join(lines, "\n"))
+		return
+	}
 	ctx := context.Background()
 	dryRun = *dry
 	if *tpsOnly {
@@ -832,6 +842,44 @@ func tpsChecks(r *Run) []string {
 		len(sv), lo, hi, 100*(hi/max(lo, 1e-9)-1), strings.Join(ds, ", ")))
 	out = append(out, fmt.Sprintf("info  client rate / server rate: visor %.3f, raw %.3f", median(ov), median(or)))
 	return out
+}
+
+// pooled reads earlier runs' results.json files and holds all their tokens/s pairs together to the checks one run
+// gets: the server's per-request noise (a 7% standard deviation on the H200) makes one run's 1% line a coin toss.
+func pooled(files []string) ([]string, error) {
+	if len(files) == 0 {
+		return nil, fmt.Errorf("name the results.json files to pool")
+	}
+	var all Run
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		found := false
+		for _, r := range rep.Runs {
+			if !r.Warmup {
+				continue
+			}
+			found = true
+			n := min(len(r.VisorTPS), len(r.RawTPS))
+			all.VisorTPS, all.RawTPS = append(all.VisorTPS, r.VisorTPS[:n]...), append(all.RawTPS, r.RawTPS[:n]...)
+			all.ServerTPS, all.RawServerTPS = append(all.ServerTPS, r.ServerTPS...), append(all.RawServerTPS, r.RawServerTPS...)
+			all.VisorTimings, all.RawTimings = append(all.VisorTimings, r.VisorTimings...), append(all.RawTimings, r.RawTimings...)
+			all.GoOpenAITPS = append(all.GoOpenAITPS, r.GoOpenAITPS...)
+		}
+		if !found {
+			return nil, fmt.Errorf("%s: no warm-up run", f)
+		}
+	}
+	if len(all.GoOpenAITPS) != len(all.VisorTPS) {
+		all.GoOpenAITPS = nil // measured in some runs only: its rounds no longer line up with the pairs
+	}
+	return append([]string{fmt.Sprintf("info  pooled %d runs", len(files))}, tpsChecks(&all)...), nil
 }
 
 // geoMeanCI is the geometric mean of ratios and its 95% interval (normal approximation on the logs).
