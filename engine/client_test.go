@@ -235,3 +235,123 @@ func TestStreamChunksMatchGoOpenAI(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStreamSharedCores is the user's case on a CPU machine: llama-server on every core (its default), so
+// each microsecond the client spends per token is taken from generation. Three clients stream the same greedy
+// request in rotating order: visor's, a plain line read (the baseline), and go-openai's own stream reader, which
+// visor's client used until it read the stream itself. Reported: the server's own tokens/s for each, as medians
+// of per-round ratios to the baseline's (1.0 = the client costs generation nothing).
+func BenchmarkStreamSharedCores(b *testing.B) {
+	s := enginetest.Start(b, llamacpp.Config{Model: enginetest.SharedModel(b, "stories260K.gguf"), Ctx: 1024, Parallel: 1})
+	c := s.Client()
+	body := `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":256,"temperature":0,"seed":7,` +
+		`"ignore_eos":true,"stream":true}`
+	visor := func() float64 {
+		st, err := c.ChatStream(context.Background(), streamReq())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		var tim *engine.Timings
+		for {
+			ch, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ch.Timings != nil {
+				tim = ch.Timings
+			}
+		}
+		return tim.PredictedPerSecond
+	}
+	plain := func() float64 {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(body))
+		req.Header["X-Idempotency-Key"] = nil
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		var last []byte
+		for {
+			l, err := br.ReadSlice('\n')
+			if bytes.Contains(l, []byte(`"timings":`)) {
+				last = append(last[:0], l...)
+			}
+			if err != nil {
+				break
+			}
+		}
+		return timingsOf(b, bytes.TrimPrefix(bytes.TrimSpace(last), []byte("data: ")))
+	}
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = s.URL() + "/v1"
+	cfg.HTTPClient = bodyDoer(body)
+	oa := openai.NewClientWithConfig(cfg)
+	goOpenAI := func() float64 {
+		st, err := oa.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		var last []byte
+		for {
+			line, err := st.RecvRaw()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ch openai.ChatCompletionStreamResponse
+			if err := json.Unmarshal(line, &ch); err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(line, []byte(`"timings"`)) {
+				last = line
+			}
+		}
+		return timingsOf(b, last)
+	}
+	arms := []func() float64{plain, visor, goOpenAI}
+	for _, a := range arms {
+		a() // warm up
+	}
+	var rv, rg []float64
+	b.ResetTimer()
+	for i := range b.N {
+		var got [3]float64
+		for j := range arms {
+			k := (i + j) % len(arms)
+			got[k] = arms[k]()
+		}
+		rv, rg = append(rv, got[1]/got[0]), append(rg, got[2]/got[0])
+	}
+	sort.Float64s(rv)
+	sort.Float64s(rg)
+	b.ReportMetric(rv[len(rv)/2], "visor/plain")
+	b.ReportMetric(rg[len(rg)/2], "go-openai/plain")
+}
+
+func timingsOf(b *testing.B, chunk []byte) float64 {
+	var tm struct{ Timings engine.Timings }
+	if err := json.Unmarshal(chunk, &tm); err != nil || tm.Timings.PredictedPerSecond == 0 {
+		b.Fatalf("no timings in %q: %v", chunk, err)
+	}
+	return tm.Timings.PredictedPerSecond
+}
+
+// bodyDoer sends body instead of what go-openai wrote (it cannot send llama.cpp's fields), so every arm of the
+// benchmark sends the same bytes.
+type bodyDoer string
+
+func (d bodyDoer) Do(req *http.Request) (*http.Response, error) {
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader(string(d))), int64(len(d))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(d))), nil }
+	req.Header["X-Idempotency-Key"] = nil
+	return http.DefaultClient.Do(req)
+}
