@@ -170,7 +170,7 @@ func TestAttachIsPrefilledAndSeenInLookahead(t *testing.T) {
 	}
 	var decided, prefilled bool
 	for _, e := range evs {
-		decided = decided || e.Kind == memory.EngineDecision && strings.Contains(string(e.Detail), "off the critical path")
+		decided = decided || e.Kind == memory.EngineDecision && strings.Contains(string(e.Detail), "so the request finds them encoded")
 		prefilled = prefilled || e.Kind == memory.EnginePrefill
 	}
 	if !decided || !prefilled {

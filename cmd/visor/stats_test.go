@@ -45,7 +45,7 @@ func TestStatsAndTraceOfAChat(t *testing.T) {
 	}
 	d.close(t)
 	explained := regexp.MustCompile(`explain: prefill 1 image\(s\) ahead \(attached [\d.]+m?s before send; 1 known image\(s\), 16 tokens, ` +
-		`before the request: encode now \([^)]*\) off the critical path\) — done in [\d.]+[mµ]?s, (hidden|[\d.]+[mµ]?s of it exposed)`)
+		`before the request: encode now \([^)]*\), so the request finds them encoded\) — done in [\d.]+[mµ]?s, (hidden|[\d.]+[mµ]?s of it exposed)`)
 	if log := d.stderr(); !explained.MatchString(log) ||
 		!strings.Contains(log, "explain: step 1: the request found its 1 image(s) in the cache") {
 		t.Fatalf("chat --explain did not say what was prefilled ahead, why and what it took:\n%s", log)

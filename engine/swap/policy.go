@@ -223,7 +223,7 @@ func (s Scheduler) Plan(o Observation) []Action {
 			if !o.Compiled && s.Costs.Compiles(prof) {
 				why += fmt.Sprintf(" + the one-time %s pipeline compile", s.Costs.PipelineCompile.D().Round(time.Millisecond))
 			}
-			why += ") off the critical path"
+			why += "), so the request finds them encoded"
 			if o.Queued > 0 {
 				why += fmt.Sprintf("; the request is number %d in the engine's queue: in the first free server slot", o.Queued)
 			}
