@@ -11,6 +11,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
@@ -77,6 +78,10 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 		c.Agent.Tools = g.registry(t)
 		c.Slots, c.ServerSlots = 1, 2
 		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
+		// Measured costs on: the queued prefill's encode is a sample of the engine's cost model too.
+		c.EngineCosts = func(conductor.Ready) (session.EngineCosts, bool) {
+			return session.EngineCosts{Key: swap.Key{Model: "tiny-hybrid"}, EncodesOnCPU: true, Defaults: swap.SeedCosts()}, true
+		}
 	})
 	ctx := context.Background()
 	a, err := svc.Open(ctx, session.OpenOptions{Title: "running"})
@@ -120,6 +125,10 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 		t.Fatalf("the queued turn ran before the running one's tool returned: %+v %v", r.res.Final, r.err)
 	case <-time.After(time.Minute):
 		t.Fatal("the queued turn's image was not prefilled while the running turn's tool ran")
+	}
+	// The running turn evaluated no image, so the one encode sample is the queued prefill's.
+	if c, ok := svc.Costs(); !ok || c.Samples["encode_cpu_per_token"] != 1 {
+		t.Errorf("cost model after the queued prefill: known %v, %d CPU encode samples, want 1", ok, c.Samples["encode_cpu_per_token"])
 	}
 	if la := svc.Lookahead(); la.Running != 1 || la.Waiting != 1 {
 		t.Fatalf("lookahead %+v: want one turn running and one waiting", la)
