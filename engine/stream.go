@@ -159,6 +159,10 @@ func (s *Stream) line() ([]byte, error) {
 	if errors.Is(err, bufio.ErrBufferFull) {
 		s.long = append(s.long[:0], l...)
 		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(s.long) > maxLine {
+				// A remote endpoint is outside visor's control: one line must not take all memory.
+				return nil, fmt.Errorf("a stream line longer than %d MiB", maxLine>>20)
+			}
 			l, err = s.r.ReadSlice('\n')
 			s.long = append(s.long, l...)
 		}
@@ -166,6 +170,10 @@ func (s *Stream) line() ([]byte, error) {
 	}
 	return bytes.TrimRight(l, "\r\n"), err
 }
+
+// maxLine bounds one SSE line: a chunk is a few hundred bytes, and a whole tool call's arguments in one chunk
+// stay far below it.
+const maxLine = 32 << 20
 
 // field returns the value of an SSE line "name: value" (the space is optional).
 func field(line []byte, name string) ([]byte, bool) {

@@ -135,6 +135,7 @@ func TestStreamReadsWhatServersSend(t *testing.T) {
 		{name: "an error event", body: chunk("a", "") + `error: {"code":500,"message":"out of memory","type":"server_error"}` + "\n\n",
 			want: "a", err: "out of memory"},
 		{name: "not JSON", body: "data: <html>\n\n", err: "bad chunk"},
+		{name: "a line without end", body: chunk("a", "") + "data: " + strings.Repeat("x", maxLine+1<<20), want: "a", err: "longer than 32 MiB"},
 		{name: "an HTTP error", status: 400, body: `{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}`,
 			err: "exceeds the available context size"},
 	} {
