@@ -712,6 +712,9 @@ func (s *Session) compact(ctx context.Context, r conductor.Ready, props llamacpp
 	history = append([]agent.Message{{Role: "user", Content: text}}, recent...)
 	s.mu.Lock()
 	s.history = history
+	// No launch's cache holds the compacted history (it starts with the summary), whatever its length: until a
+	// turn on it ends well, every image in it counts as not evaluated.
+	s.warmGen, s.warmLen = 0, 0
 	s.mu.Unlock()
 	return linked.ID, history, nil
 }
