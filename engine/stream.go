@@ -252,13 +252,11 @@ func decodeChunk(data []byte, ch *Chunk) error {
 			}
 		case "usage":
 			if v.IsObject() {
-				ch.Usage = new(openai.Usage)
-				err = json.Unmarshal([]byte(v.Raw), ch.Usage)
+				ch.Usage, err = decodeNew[openai.Usage](v)
 			}
 		case "timings":
 			if v.IsObject() {
-				ch.Timings = new(Timings)
-				err = json.Unmarshal([]byte(v.Raw), ch.Timings)
+				ch.Timings, err = decodeNew[Timings](v)
 			}
 		case "error":
 			if v.Type != gjson.Null {
@@ -279,6 +277,12 @@ func decodeChunk(data []byte, ch *Chunk) error {
 		return fmt.Errorf("bad chunk %.200q: %w", data, err)
 	}
 	return err
+}
+
+// decodeNew decodes a value visor does not read on the hot path with encoding/json.
+func decodeNew[T any](v gjson.Result) (*T, error) {
+	t := new(T)
+	return t, json.Unmarshal([]byte(v.Raw), t)
 }
 
 // str is a JSON string's value as encoding/json gives it: each byte that is not UTF-8 becomes U+FFFD.
@@ -325,16 +329,14 @@ func decodeChoice(c gjson.Result, cc *openai.ChatCompletionStreamChoice) error {
 					}
 				case "function_call":
 					if v.IsObject() {
-						d.FunctionCall = new(openai.FunctionCall)
-						err = json.Unmarshal([]byte(v.Raw), d.FunctionCall)
+						d.FunctionCall, err = decodeNew[openai.FunctionCall](v)
 					}
 				}
 				return err == nil
 			})
 		case "logprobs":
 			if v.IsObject() {
-				cc.Logprobs = new(openai.ChatCompletionStreamChoiceLogprobs)
-				err = json.Unmarshal([]byte(v.Raw), cc.Logprobs)
+				cc.Logprobs, err = decodeNew[openai.ChatCompletionStreamChoiceLogprobs](v)
 			}
 		case "content_filter_results":
 			if v.IsObject() {
