@@ -362,3 +362,27 @@ func (d bodyDoer) Do(req *http.Request) (*http.Response, error) {
 	req.Header["X-Idempotency-Key"] = nil
 	return http.DefaultClient.Do(req)
 }
+
+// TestStreamSendsTheAPIKey: a llama-server started with --api-key streams to a client with the key and answers
+// one without it 401, which StatusCode reads from the stream's error as from any other.
+func TestStreamSendsTheAPIKey(t *testing.T) {
+	s := enginetest.Tiny(t, false, llamacpp.Config{ExtraArgs: []string{"--api-key", "s3cret"}})
+	req := engine.Request{ChatCompletionRequest: openai.ChatCompletionRequest{MaxTokens: 4,
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}}
+	st, err := engine.NewClient(s.URL(), "s3cret").ChatStream(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	_, err = engine.NewClient(s.URL(), "").ChatStream(context.Background(), req)
+	if engine.StatusCode(err) != http.StatusUnauthorized {
+		t.Fatalf("without the key: %v (status %d), want 401", err, engine.StatusCode(err))
+	}
+}
