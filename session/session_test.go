@@ -15,6 +15,7 @@ import (
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/tools"
 )
 
 func openStore(t *testing.T) *memory.Store {
@@ -176,4 +177,46 @@ func TestAttachIsPrefilledAndSeenInLookahead(t *testing.T) {
 	if !decided || !prefilled {
 		t.Fatalf("the scheduler's decision and the prefill it led to are not both in the store: %+v", evs)
 	}
+}
+
+// TestImagesSentWithAMessageCountTowardTheBounds: images that come with a message's text (an MCP call, ask
+// --image, agent-file steps) are held to the same bounds as attached ones: per message (with what was attached
+// before) and per conversation, which every image stays in. Before, only Attach checked them.
+func TestImagesSentWithAMessageCountTowardTheBounds(t *testing.T) {
+	srv := enginetest.Tiny(t, true, llamacpp.Config{})
+	shot := testkit.PNG(t, 24, 24)
+	img := tools.Image{MIME: "image/png", Data: shot}
+	svc := testkit.Service(t, srv, nil, func(c *session.Config) {
+		c.MaxPendingImages, c.MaxSessionImageBytes = 2, int64(3*len(shot)+10)
+	})
+	ctx := context.Background()
+	sess, err := svc.Open(ctx, session.OpenOptions{Title: "bounds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	wantLimit := func(what string, err error, words string) {
+		t.Helper()
+		if !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), words) {
+			t.Errorf("%s: %v, want ErrLimit saying %q", what, err, words)
+		}
+	}
+	_, err = sess.Turn(ctx, "three at once", []tools.Image{img, img, img}, nil)
+	wantLimit("three images with one message", err, "the most one message may carry is 2")
+	if _, err := sess.Attach(ctx, shot); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sess.Turn(ctx, "one more beside the attached one", []tools.Image{img, img}, nil)
+	wantLimit("two sent beside one attached", err, "(2 sent with it, 1 attached before)")
+	// The attached image is still there for the next message, and two fit.
+	if _, err := sess.Turn(ctx, "and this one", []tools.Image{img}, nil); err != nil {
+		t.Fatalf("two images in one message: %v", err)
+	}
+	if _, err := sess.Turn(ctx, "a third", []tools.Image{img}, nil); err != nil {
+		t.Fatalf("the conversation's third image: %v", err)
+	}
+	_, err = sess.Turn(ctx, "a fourth", []tools.Image{img}, nil)
+	wantLimit("the conversation's fourth image", err, "start a new session")
+	_, err = sess.Steps(ctx, []session.Step{{Text: "step", Images: []tools.Image{img}}}, nil, nil)
+	wantLimit("a step's image past the conversation's bound", err, "split the steps over sessions")
 }

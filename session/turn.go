@@ -104,19 +104,10 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 	if err != nil {
 		return im, err
 	}
-	cfg := s.svc.cfg
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.pending)+1 > cfg.MaxPendingImages {
-		return im, fmt.Errorf("%w: this message already has %d images, the most one message may carry: send it, then attach more to the next one", ErrLimit, len(s.pending))
-	}
-	pendBytes := imagesSize(s.pending)
-	if pendBytes+int64(len(im.Data)) > cfg.MaxPendingBytes {
-		return im, fmt.Errorf("%w: the attached images would pass %d MiB for one message: send this message first", ErrLimit, cfg.MaxPendingBytes>>20)
-	}
-	if held := imageBytes(s.history) + pendBytes; held+int64(len(im.Data)) > cfg.MaxSessionImageBytes {
-		return im, fmt.Errorf("%w: this conversation already holds %s of images and this one would pass its %s limit "+
-			"(every image stays in the conversation): start a new session", ErrLimit, size(held), size(cfg.MaxSessionImageBytes))
+	if err := s.boundsLocked([]tools.Image{im}, true); err != nil {
+		return im, err
 	}
 	s.queueLocked([]tools.Image{im})
 	if s.canPrefillLocked() {
@@ -125,6 +116,35 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 		}
 	}
 	return im, nil
+}
+
+// boundsLocked checks that the next message can take ims beside the images attached for it (at most
+// MaxPendingImages, MaxPendingBytes) and that the conversation can hold them (MaxSessionImageBytes: every image
+// stays in it and goes out again with every request). attaching words the error for one more attachment; else
+// for the images sent with a message.
+func (s *Session) boundsLocked(ims []tools.Image, attaching bool) error {
+	if len(ims) == 0 {
+		return nil
+	}
+	cfg := s.svc.cfg
+	add := imagesSize(ims)
+	pendBytes := imagesSize(s.pending)
+	switch {
+	case attaching && len(s.pending)+len(ims) > cfg.MaxPendingImages:
+		return fmt.Errorf("%w: this message already has %d images, the most one message may carry: send it, then attach more to the next one", ErrLimit, len(s.pending))
+	case len(s.pending)+len(ims) > cfg.MaxPendingImages:
+		return fmt.Errorf("%w: the message has %d images (%d sent with it, %d attached before), the most one message may carry is %d: send them over more messages",
+			ErrLimit, len(s.pending)+len(ims), len(ims), len(s.pending), cfg.MaxPendingImages)
+	case attaching && pendBytes+add > cfg.MaxPendingBytes:
+		return fmt.Errorf("%w: the attached images would pass %d MiB for one message: send this message first", ErrLimit, cfg.MaxPendingBytes>>20)
+	case pendBytes+add > cfg.MaxPendingBytes:
+		return fmt.Errorf("%w: the message's images (%s) pass %d MiB for one message: send them over more messages", ErrLimit, size(pendBytes+add), cfg.MaxPendingBytes>>20)
+	}
+	if held := imageBytes(s.history) + pendBytes; held+add > cfg.MaxSessionImageBytes {
+		return fmt.Errorf("%w: this conversation already holds %s of images and %s more would pass its %s limit "+
+			"(every image stays in the conversation): start a new session", ErrLimit, size(held), size(add), size(cfg.MaxSessionImageBytes))
+	}
+	return nil
 }
 
 // queueLocked adds images to the next message.
@@ -535,6 +555,12 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		svc.recordPrefillWait(s.id, waited)
 	}
 	s.mu.Lock()
+	// The images sent with the message count toward the same bounds as attached ones (an MCP call or ask
+	// --image brings them with its text).
+	if err := s.boundsLocked(extra, false); err != nil {
+		s.mu.Unlock()
+		return Result{SessionID: s.id}, err
+	}
 	var explained []string
 	for _, n := range s.notes {
 		explained = append(explained, n.explain(sent, waited))
