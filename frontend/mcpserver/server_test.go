@@ -173,6 +173,10 @@ func TestAskErrorsAreToolErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs, _ := client(t, s)
+	var nineImages []map[string]any
+	for range 9 {
+		nineImages = append(nineImages, map[string]any{"data": base64.StdEncoding.EncodeToString(pngBytes(t))})
+	}
 	for _, tc := range []struct {
 		name string
 		args map[string]any
@@ -186,6 +190,8 @@ func TestAskErrorsAreToolErrors(t *testing.T) {
 			{"data": base64.StdEncoding.EncodeToString([]byte("plain text, not pixels"))}}},
 			[]string{"images[0]: not an image", "text/plain", "PNG, JPEG, GIF or BMP"}},
 		{"session without store", map[string]any{"prompt": "hi", "session": "abc"}, []string{"keeps no sessions"}},
+		{"more images than a message may carry", map[string]any{"prompt": "look", "images": nineImages},
+			[]string{"the most one message may carry is 8", "send them over more messages"}},
 	} {
 		res := ask(t, cs, tc.args)
 		msg := text(res, 0)
