@@ -35,12 +35,14 @@ func screenFrames(r io.Reader, forward, reply io.Writer, max int) error {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		if len(bytes.TrimSpace(line)) > 0 || tooLong {
-			if resp := checkFrame(n, line, tooLong, max); resp != nil {
+		// Trimmed: the SDK stops on anything but a line ending after the value, a space or a tab included.
+		frame := bytes.TrimSpace(line)
+		if len(frame) > 0 || tooLong {
+			if resp := checkFrame(n, frame, tooLong, max); resp != nil {
 				if _, werr := reply.Write(resp); werr != nil {
 					return werr
 				}
-			} else if _, werr := forward.Write(append(line, '\n')); werr != nil {
+			} else if _, werr := forward.Write(append(frame, '\n')); werr != nil {
 				return werr
 			}
 		}
@@ -77,7 +79,7 @@ func checkFrame(n int, line []byte, tooLong bool, max int) []byte {
 	}
 	// A good frame is scanned, not decoded: one may carry 27 MiB of base64, which decoding into any copies into
 	// a string and a map before the SDK parses it again. Only a frame that fails is decoded, to say why.
-	if t := bytes.TrimLeft(line, " \t\r\n"); len(t) > 0 && t[0] == '{' && json.Valid(t) {
+	if len(line) > 0 && line[0] == '{' && json.Valid(line) {
 		if _, err := jsonrpc.DecodeMessage(line); err == nil {
 			return nil
 		}

@@ -153,6 +153,12 @@ func TestStdioAnswersMalformedFramesAndGoesOn(t *testing.T) {
 	c.send("")
 	c.send("   \r")
 	c.alive(200) // blank lines are skipped, not answered
+	// Whitespace after a frame used to stop the SDK.
+	c.send(`{"jsonrpc":"2.0","id":201,"method":"ping"}` + " \t")
+	if r := c.reply(); r.ID != float64(201) || r.Error != nil {
+		t.Errorf("a ping with trailing whitespace: %+v (error %+v)", r, r.Error)
+	}
+	c.alive(202)
 	c.in.Close()
 	if err := <-c.done; err != nil {
 		t.Fatalf("ServeIO after the client closed: %v", err)
@@ -214,7 +220,7 @@ func FuzzStdioFrame(f *testing.F) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"prompt":"x","images":[{"data":"!!"}]}}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}`, `{"jsonrpc":"2.0","id":4,"method":"initialize","params":{}}`,
 		`{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, `{"jsonrpc":"2.0","id":-0.5,"method":"ping"}`, "{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
-		`{"jsonrpc":"2.0","id":null,"method":"ping"}`, `{"jsonrpc":"2.0","id":9,"method":""}`} {
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`, `{"jsonrpc":"2.0","id":9,"method":""}`, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} \t\v"} {
 		f.Add(seed)
 	}
 	var mu sync.Mutex // one server at a time keeps the fuzzer's memory small
