@@ -97,16 +97,27 @@ func (c *stdio) send(line string) {
 	}
 }
 
+// reply waits for the next reply until shortly before the test binary's -timeout, not for a fixed time: a frame
+// with a 20 MiB image takes about a second in a plain build and over 20 s in a -race build beside the HTTP
+// test's image on two shared cores. A server that hangs still fails here, naming the test, before go test's
+// alarm; with -timeout 0 it waits for ever, as asked.
 func (c *stdio) reply() rpcReply {
 	c.t.Helper()
+	var expired <-chan time.Time
+	if d, ok := c.t.Deadline(); ok {
+		left := time.Until(d)
+		timer := time.NewTimer(left - left/10)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	select {
 	case r, ok := <-c.replies:
 		if !ok {
 			c.t.Fatalf("the server stopped (ServeIO: %v)", <-c.done)
 		}
 		return r
-	case <-time.After(20 * time.Second):
-		c.t.Fatal("no reply within 20s")
+	case <-expired:
+		c.t.Fatal("no reply before the test's deadline (go test -timeout)")
 	}
 	return rpcReply{}
 }
@@ -174,8 +185,9 @@ func TestStdioFramesFitTheImageLimit(t *testing.T) {
 	if len(data) > images.DefaultMaxBytes || len(data) < images.DefaultMaxBytes*9/10 {
 		t.Fatalf("the test image is %d bytes, not just under %d", len(data), images.DefaultMaxBytes)
 	}
-	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","arguments":{"prompt":"look","images":[{"data":%q,"mime":"image/png"}]}}}`,
-		base64.StdEncoding.EncodeToString(data))
+	// Base64 needs no JSON escaping; %q would spend seconds of a -race build's CPU quoting 27 MiB.
+	call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","arguments":{"prompt":"look","images":[{"data":"` +
+		base64.StdEncoding.EncodeToString(data) + `","mime":"image/png"}]}}}`
 	if len(call) <= 16<<20 {
 		t.Fatalf("the frame is %d bytes: not past the 16 MiB the SDK allows by default", len(call))
 	}
