@@ -109,19 +109,16 @@ func (s *Stream) Recv() (Chunk, error) {
 	}
 	for {
 		line, err := s.line()
-		if err != nil {
-			if (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && len(line) == 0 {
-				if s.finished {
-					s.ended = true
-					return Chunk{}, io.EOF
-				}
-				// The cause is text, not wrapped: a broken stream must not satisfy errors.Is(err, io.EOF), which
-				// every reader takes for the end of a complete answer.
-				return Chunk{}, fmt.Errorf("%w (%s): %v", ErrStreamBroken, s.base, redactErr(err))
+		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !eof {
+			return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, redactErr(err))
+		}
+		if eof && len(line) == 0 {
+			if s.finished {
+				s.ended = true
+				return Chunk{}, io.EOF
 			}
-			if len(line) == 0 {
-				return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, redactErr(err))
-			}
+			return Chunk{}, s.broken(err)
 		}
 		data, ok := field(line, "data")
 		if !ok {
@@ -141,8 +138,12 @@ func (s *Stream) Recv() (Chunk, error) {
 			return Chunk{}, io.EOF
 		}
 		var ch Chunk
-		if err := decodeChunk(data, &ch); err != nil {
-			return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, err)
+		if derr := decodeChunk(data, &ch); derr != nil {
+			if eof {
+				// The last line, cut off: the stream broke in the middle of a chunk.
+				return Chunk{}, s.broken(fmt.Errorf("%w, in a chunk cut off at %d bytes", err, len(data)))
+			}
+			return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, derr)
 		}
 		for _, c := range ch.Choices {
 			if c.FinishReason != "" {
@@ -151,6 +152,12 @@ func (s *Stream) Recv() (Chunk, error) {
 		}
 		return ch, nil
 	}
+}
+
+// broken is ErrStreamBroken with its cause as text, not wrapped: a broken stream must not satisfy
+// errors.Is(err, io.EOF), which every reader takes for the end of a complete answer.
+func (s *Stream) broken(cause error) error {
+	return fmt.Errorf("%w (%s): %v", ErrStreamBroken, s.base, redactErr(cause))
 }
 
 // line returns the next line without its line ending; the slice is valid until the next call.

@@ -129,7 +129,8 @@ func TestStreamReadsWhatServersSend(t *testing.T) {
 		{name: "a long chunk", body: chunk(long, "") + chunk("", "stop") + "data: [DONE]\n\n", want: long},
 		{name: "no [DONE] after a finish reason", body: chunk("a", "") + chunk("b", "length"), want: "ab"},
 		{name: "cut off before the finish", body: chunk("a", "") + chunk("b", ""), want: "ab", broken: true},
-		{name: "cut off mid-line", body: chunk("a", "") + `data: {"choices":[{"delta":{"content":"b`, want: "a", err: "bad chunk"},
+		{name: "cut off mid-line", body: chunk("a", "") + `data: {"choices":[{"delta":{"content":"b`, want: "a", broken: true},
+		{name: "a last chunk without its line end", body: chunk("a", "") + strings.TrimSpace(chunk("b", "stop")), want: "ab"},
 		{name: "an error chunk", body: chunk("a", "") + `data: {"error":{"code":500,"message":"the model crashed","type":"server_error"}}` + "\n\n",
 			want: "a", err: "the model crashed"},
 		{name: "an error event", body: chunk("a", "") + `error: {"code":500,"message":"out of memory","type":"server_error"}` + "\n\n",
@@ -292,4 +293,36 @@ func BenchmarkStreamRead(b *testing.B) {
 	b.ReportMetric(float64(vNS.Nanoseconds())/float64(b.N*tokens), "visor-ns/token")
 	b.ReportMetric(float64(rNS.Nanoseconds())/float64(b.N*tokens), "raw-ns/token")
 	b.ReportMetric(float64(vNS)/float64(rNS), "visor/raw")
+}
+
+// TestStreamCanceledMidway: a caller's cancel mid-stream is reported as the cancel (errors.Is context.Canceled),
+// not as a broken stream or a bad chunk, even when it cuts a line in half.
+func TestStreamCanceledMidway(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, chunk("a", "")+`data: {"choices":[{"delta":{"content":"b`)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := NewClient(srv.URL, "").ChatStream(ctx, Request{ChatCompletionRequest: openai.ChatCompletionRequest{
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if ch, err := st.Recv(); err != nil || ch.Choices[0].Delta.Content != "a" {
+		t.Fatalf("first chunk: %+v %v", ch, err)
+	}
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err = st.Recv()
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrStreamBroken) || errors.Is(err, io.EOF) {
+		t.Fatalf("after the cancel: %v, want context.Canceled", err)
+	}
 }
