@@ -243,27 +243,52 @@ func mergeFields(body []byte, fields map[string]any) ([]byte, error) {
 func (c *Client) Get(ctx context.Context, path string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	return c.exchange(ctx, http.MethodGet, path, nil, out)
+}
+
+// newRequest is a request to the server's path with what every request of visor's carries: the API key, and
+// the mark (an idempotency key, not sent with a nil value) that lets net/http retry a request written onto a
+// keep-alive connection the server had just closed, which llama-server does after every streamed answer.
+func (c *Client) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, redactErr(err))
+		return nil, fmt.Errorf("%s %s%s: %w", method, c.shown, path, redactErr(err))
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
+	req.Header["X-Idempotency-Key"] = nil
+	return req, nil
+}
+
+// exchange sends body (none when nil) to path and decodes the JSON answer into out; a non-200 answer is an
+// *HTTPError. Every URL in its errors is redacted.
+func (c *Client) exchange(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := c.newRequest(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s%s: %w", c.shown, path, redactErr(err))
+		return fmt.Errorf("%s %s%s: %w", method, c.shown, path, redactErr(err))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s%s: %w", c.shown, path, redactErr(err))
+		return fmt.Errorf("%s %s%s: %w", method, c.shown, path, redactErr(err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &HTTPError{URL: c.shown + path, Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+		return &HTTPError{URL: c.shown + path, Status: resp.StatusCode, Body: strings.TrimSpace(string(raw))}
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s%s: decode: %w", c.shown, path, err)
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s%s: decode: %w", method, c.shown, path, err)
 	}
 	return nil
 }

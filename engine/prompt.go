@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 )
 
 // llama-server's own endpoints for evaluating an exact prompt. A chat request renders the conversation and then
@@ -37,7 +34,7 @@ func (c *Client) ApplyTemplateRaw(ctx context.Context, body []byte) (string, err
 		return "", err
 	}
 	if out.Prompt == nil {
-		return "", fmt.Errorf("POST %s/apply-template: the answer has no prompt", c.base)
+		return "", fmt.Errorf("POST %s/apply-template: the answer has no prompt", c.shown)
 	}
 	return *out.Prompt, nil
 }
@@ -53,7 +50,7 @@ func (c *Client) MediaMarker(ctx context.Context) (string, error) {
 	}
 	if props.MediaMarker == "" {
 		return "", fmt.Errorf("GET %s/props: no media_marker (the server was started without a projector, or is "+
-			"not llama-server)", c.base)
+			"not llama-server)", c.shown)
 	}
 	return props.MediaMarker, nil
 }
@@ -66,7 +63,7 @@ func (c *Client) MediaMarker(ctx context.Context) (string, error) {
 // whose last chunk is an image, so a caller must end the prompt with text.
 func (c *Client) Evaluate(ctx context.Context, prompt string, images []string, extra Extra) (*Timings, error) {
 	if prompt == "" {
-		return nil, fmt.Errorf("evaluate at %s: empty prompt", c.base)
+		return nil, fmt.Errorf("evaluate at %s: empty prompt", c.shown)
 	}
 	m := extra.fields()
 	m["n_predict"] = 0
@@ -77,7 +74,7 @@ func (c *Client) Evaluate(ctx context.Context, prompt string, images []string, e
 	}
 	body, err := json.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate at %s: %w", c.base, err)
+		return nil, fmt.Errorf("evaluate at %s: %w", c.shown, err)
 	}
 	var out struct {
 		Timings *Timings `json:"timings"`
@@ -113,32 +110,7 @@ func requestJSON(req Request) ([]byte, error) {
 }
 
 func (c *Client) post(ctx context.Context, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	// See extraDoer: lets net/http retry a request written onto a keep-alive connection the server just closed.
-	req.Header["X-Idempotency-Key"] = nil
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("POST %s%s: %w", c.base, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("POST %s%s: %w", c.base, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &HTTPError{URL: c.base + path, Status: resp.StatusCode, Body: strings.TrimSpace(string(raw))}
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("POST %s%s: decode: %w", c.base, path, err)
-	}
-	return nil
+	return c.exchange(ctx, http.MethodPost, path, body, out)
 }
 
 // Tokenize returns the token ids the server's tokenizer gives text (POST /tokenize, special tokens parsed as
@@ -146,7 +118,7 @@ func (c *Client) post(ctx context.Context, path string, body []byte, out any) er
 func (c *Client) Tokenize(ctx context.Context, text string) ([]int, error) {
 	body, err := json.Marshal(map[string]any{"content": text})
 	if err != nil {
-		return nil, fmt.Errorf("tokenize at %s: %w", c.base, err)
+		return nil, fmt.Errorf("tokenize at %s: %w", c.shown, err)
 	}
 	var out struct {
 		Tokens *[]int `json:"tokens"`
@@ -155,7 +127,7 @@ func (c *Client) Tokenize(ctx context.Context, text string) ([]int, error) {
 		return nil, err
 	}
 	if out.Tokens == nil {
-		return nil, fmt.Errorf("POST %s/tokenize: the answer has no tokens", c.base)
+		return nil, fmt.Errorf("POST %s/tokenize: the answer has no tokens", c.shown)
 	}
 	return *out.Tokens, nil
 }

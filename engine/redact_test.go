@@ -33,6 +33,12 @@ func TestClientErrorsCarryNoCredentials(t *testing.T) {
 		_, err = c.ChatStream(ctx, req)
 		errs = append(errs, err)
 		errs = append(errs, c.Get(ctx, "/props", &struct{}{}))
+		_, err = c.Tokenize(ctx, "hi")
+		errs = append(errs, err)
+		_, err = c.ApplyTemplate(ctx, req)
+		errs = append(errs, err)
+		_, err = c.Evaluate(ctx, "hi", nil, Extra{})
+		errs = append(errs, err)
 	}
 	for _, err := range errs {
 		if err == nil {

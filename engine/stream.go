@@ -60,19 +60,12 @@ func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, erro
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/chat/completions", bytes.NewReader(body))
+	hr, err := c.newRequest(ctx, http.MethodPost, "/v1/chat/completions", body)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, redactErr(err))
+		return nil, fmt.Errorf("chat stream: %w", err)
 	}
-	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "text/event-stream")
-	if c.key != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	// As for every request (extraDoer): a request written onto a keep-alive connection the server just closed is
-	// retried on a fresh one.
-	hr.Header["X-Idempotency-Key"] = nil
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		cancel()
