@@ -286,18 +286,15 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 		}
 		imgs = append(imgs, im)
 	}
-	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: t.question})
+	sess, err := a.openSession(ctx, t.question)
 	if err != nil {
-		return fmt.Errorf("--session: %w", err)
+		return err
 	}
 	defer sess.Close()
-	p := newPrinter(stdout, stderr, t.showReasoning)
-	p.explain = t.explain
+	p := t.printer(stdout, stderr)
 	res, err := sess.Turn(ctx, t.question, imgs, p.event)
 	p.finish(res.Finished)
-	if a.svc.Stored() {
-		fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", res.SessionID, shortID(res.SessionID))
-	}
+	a.sayContinue(stderr, res.SessionID, "")
 	return err
 }
 
@@ -336,6 +333,29 @@ type printer struct {
 	ttft           time.Duration
 	thought        int
 	midLine        bool
+}
+
+// openSession opens the session --session names (a new one titled title without it).
+func (a *app) openSession(ctx context.Context, title string) (*session.Session, error) {
+	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: a.turn.session, Title: title})
+	if err != nil {
+		return nil, fmt.Errorf("--session: %w", err)
+	}
+	return sess, nil
+}
+
+// sayContinue tells how to continue the stored session id (cmd is the command to repeat, "" for the same one).
+func (a *app) sayContinue(stderr io.Writer, id, cmd string) {
+	if a.svc.Stored() {
+		fmt.Fprintf(stderr, "session %s (continue with: %s--session %s)\n", id, cmd, shortID(id))
+	}
+}
+
+// printer is the turn's printer as its flags set it up.
+func (t turn) printer(stdout, stderr io.Writer) *printer {
+	p := newPrinter(stdout, stderr, t.showReasoning)
+	p.explain = t.explain
+	return p
 }
 
 func newPrinter(stdout, stderr io.Writer, showReasoning bool) *printer {

@@ -46,9 +46,9 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if tty {
 		title = "" // the first message names it, so the session picker tells chats apart
 	}
-	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: title})
+	sess, err := a.openSession(ctx, title)
 	if err != nil {
-		return fmt.Errorf("--session: %w", err)
+		return err
 	}
 	if err := a.ensureEngine(ctx); err != nil {
 		sess.Close()
@@ -60,9 +60,7 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		err := tui.Run(ctx, b, tui.Options{History: sess.History()})
 		id := b.session().ID()
 		b.close()
-		if a.svc.Stored() {
-			fmt.Fprintf(stderr, "session %s (continue with: visor chat --session %s)\n", id, shortID(id))
-		}
+		a.sayContinue(stderr, id, "visor chat ")
 		return err
 	}
 	defer sess.Close()
@@ -187,8 +185,6 @@ func (c *chat) send(text string) error {
 }
 
 func (c *chat) finish(err error) error {
-	if c.app.svc.Stored() {
-		fmt.Fprintf(c.stderr, "session %s (continue with: visor chat --session %s)\n", c.sess.ID(), shortID(c.sess.ID()))
-	}
+	c.app.sayContinue(c.stderr, c.sess.ID(), "visor chat ")
 	return err
 }

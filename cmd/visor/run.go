@@ -98,13 +98,12 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 			steps[i].Images = append(steps[i].Images, im)
 		}
 	}
-	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: t.session, Title: t.question})
+	sess, err := a.openSession(ctx, t.question)
 	if err != nil {
-		return fmt.Errorf("--session: %w", err)
+		return err
 	}
 	defer sess.Close()
-	p := newPrinter(stdout, stderr, t.showReasoning)
-	p.explain = t.explain
+	p := t.printer(stdout, stderr)
 	shown := -1
 	_, err = sess.Steps(ctx, steps, func(i int, ev agent.Event) {
 		if i != shown {
@@ -113,9 +112,7 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 		}
 		p.event(ev)
 	}, func(_ int, res session.Result) { p.finish(res.Finished) })
-	if a.svc.Stored() {
-		fmt.Fprintf(stderr, "session %s (continue with: --session %s)\n", sess.ID(), shortID(sess.ID()))
-	}
+	a.sayContinue(stderr, sess.ID(), "")
 	return err
 }
 
