@@ -80,9 +80,10 @@ func sseServer(t *testing.T, status int, body string) *Client {
 	return NewClient(srv.URL, "")
 }
 
-func readAll(t testing.TB, c *Client) (string, error) {
+// readAll streams a one-message request from c and returns its text.
+func readAll(ctx context.Context, t testing.TB, c *Client) (string, error) {
 	t.Helper()
-	st, err := c.ChatStream(context.Background(), Request{ChatCompletionRequest: openai.ChatCompletionRequest{
+	st, err := c.ChatStream(ctx, Request{ChatCompletionRequest: openai.ChatCompletionRequest{
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}})
 	if err != nil {
 		return "", err
@@ -145,7 +146,7 @@ func TestStreamReadsWhatServersSend(t *testing.T) {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			got, err := readAll(t, sseServer(t, status, tc.body))
+			got, err := readAll(context.Background(), t, sseServer(t, status, tc.body))
 			if got != tc.want {
 				t.Errorf("text %.40q, want %.40q", got, tc.want)
 			}
@@ -181,7 +182,7 @@ func TestStreamDoesNotHangOnAServerThatStaysOpen(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	done := make(chan error, 1)
-	go func() { _, err := readAll(t, NewClient(srv.URL, "")); done <- err }()
+	go func() { _, err := readAll(context.Background(), t, NewClient(srv.URL, "")); done <- err }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -209,19 +210,9 @@ func TestStreamReusesTheConnection(t *testing.T) {
 	for range 3 {
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 			GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }})
-		st, err := c.ChatStream(ctx, Request{ChatCompletionRequest: openai.ChatCompletionRequest{
-			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}})
-		if err != nil {
+		if _, err := readAll(ctx, t, c); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			if _, err := st.Recv(); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-		}
-		_ = st.Close()
 	}
 	if !reflect.DeepEqual(reused, []bool{false, true, true}) {
 		t.Fatalf("connections reused: %v, want [false true true]", reused)
@@ -244,7 +235,7 @@ func BenchmarkStreamRead(b *testing.B) {
 	defer srv.Close()
 	c := NewClient(srv.URL, "")
 	visor := func() {
-		if text, err := readAll(b, c); err != nil || len(text) != 4*tokens {
+		if text, err := readAll(context.Background(), b, c); err != nil || len(text) != 4*tokens {
 			b.Fatalf("read %d bytes: %v", len(text), err)
 		}
 	}
