@@ -168,3 +168,15 @@ func gray(c color.Color) int {
 	r, _, _, _ := c.RGBA()
 	return int(r >> 8)
 }
+
+// BenchmarkCheckScreenshot is what one intake check of a 1440p screenshot costs (decode and policy, no resize):
+// the price of checking an image twice on a turn's critical path.
+func BenchmarkCheckScreenshot(b *testing.B) {
+	data := testkit.SeededPNG(b, 2560, 1440, 1)
+	var l images.Limits
+	for b.Loop() {
+		if _, err := l.Check(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -8,7 +8,8 @@ import (
 	"github.com/visorhq/visor/tools"
 )
 
-// Step is one message of a scripted conversation (an agent file's steps): its text and images.
+// Step is one message of a scripted conversation (an agent file's steps): its text and images, which came from
+// CheckImage as a Turn's do.
 type Step struct {
 	Text   string
 	Images []tools.Image
@@ -26,14 +27,7 @@ func (s *Session) Steps(ctx context.Context, steps []Step, emit func(step int, e
 			return nil, fmt.Errorf("step %d: %w: it has %d images, the most one message may carry is %d: split it into more steps",
 				i+1, ErrLimit, len(st.Images), cfg.MaxPendingImages)
 		}
-		var n int64
-		for j, im := range st.Images {
-			if _, err := s.CheckImage(im.Data); err != nil {
-				return nil, fmt.Errorf("step %d, image %d: %w", i+1, j+1, err)
-			}
-			n += int64(len(im.Data))
-		}
-		if n > cfg.MaxPendingBytes {
+		if n := imagesSize(st.Images); n > cfg.MaxPendingBytes {
 			return nil, fmt.Errorf("step %d: %w: its images pass %d MiB for one message: split it into more steps", i+1, ErrLimit, cfg.MaxPendingBytes>>20)
 		}
 	}
