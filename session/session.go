@@ -151,6 +151,8 @@ var (
 	ErrLimit = errors.New("attachment limit reached")
 	// ErrNotFound: no such session.
 	ErrNotFound = errors.New("no such session")
+	// ErrNotStored: the turn ran and its answer stands, but keeping it in the store failed.
+	ErrNotStored = errors.New("the answer was not stored")
 )
 
 // Service runs sessions. It is safe for concurrent use; one turn runs at a time per session.

@@ -12,6 +12,7 @@ import (
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
@@ -219,4 +220,36 @@ func TestImagesSentWithAMessageCountTowardTheBounds(t *testing.T) {
 	wantLimit("the conversation's fourth image", err, "start a new session")
 	_, err = sess.Steps(ctx, []session.Step{{Text: "step", Images: []tools.Image{img}}}, nil, nil)
 	wantLimit("a step's image past the conversation's bound", err, "split the steps over sessions")
+}
+
+// TestAnswerStandsWhenStoringFails: the real SQLite store is closed while a turn's answer streams; the turn still
+// answers, and its error says only the keeping failed (ErrNotStored), so a front end can give the
+// answer and report the rest. A turn refused before it ran is never ErrNotStored.
+func TestAnswerStandsWhenStoringFails(t *testing.T) {
+	srv := enginetest.Tiny(t, true, llamacpp.Config{})
+	st := openStore(t)
+	svc := testkit.Service(t, srv, st, func(c *session.Config) { c.MaxPendingImages = 1 })
+	ctx := context.Background()
+	sess, err := svc.Open(ctx, session.OpenOptions{Title: "store goes away"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	img := tools.Image{MIME: "image/png", Data: testkit.PNG(t, 24, 24)}
+	if _, err := sess.Turn(ctx, "two", []tools.Image{img, img}, nil); !errors.Is(err, session.ErrLimit) || errors.Is(err, session.ErrNotStored) {
+		t.Fatalf("a refused turn: %v, want ErrLimit and not ErrNotStored", err)
+	}
+	// The store goes away while the answer streams: the turn was begun in it, its messages cannot be written.
+	var once sync.Once
+	res, err := sess.Turn(ctx, "hello", nil, func(ev agent.Event) {
+		if _, ok := ev.(agent.Token); ok {
+			once.Do(func() { st.Close() })
+		}
+	})
+	if !errors.Is(err, session.ErrNotStored) {
+		t.Fatalf("turn on a closed store: %v, want ErrNotStored", err)
+	}
+	if res.Finished.Err != nil || res.Finished.Final.Content != testmodel.Answer {
+		t.Fatalf("the answer did not stand: %+v", res.Finished)
+	}
 }

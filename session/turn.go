@@ -493,6 +493,7 @@ type Result struct {
 // the turn's critical path), and runs the agent until it answers. extra counts toward the message's and the
 // conversation's bounds (ErrLimit). Events stream to emit, one at a time. A failed turn returns
 // an error wrapping ErrNoVision, ErrRejected, ErrEngineCrashed or the engine's error; the session stays usable.
+// ErrNotStored alone means the turn ran and its answer (Result) stands, but the store did not keep it.
 func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, emit func(agent.Event)) (Result, error) {
 	return s.turn(ctx, text, extra, nil, emit)
 }
@@ -655,7 +656,10 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if f.Err != nil {
 		return res, errors.Join(f.Err, storeErr)
 	}
-	return res, storeErr
+	if storeErr != nil {
+		return res, fmt.Errorf("%w: %w", ErrNotStored, storeErr)
+	}
+	return res, nil
 }
 
 // keep measures the turn's requests (samples) into the engine's cost model, appends the turn's messages to the

@@ -199,9 +199,8 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 	if svc.Stored() {
 		sessionID = turn.SessionID
 	}
-	if runErr != nil && f.Err == nil && f.Reason != "" {
-		// The loop finished and its answer stands; only keeping it failed. (A turn refused before it ran, by a
-		// bound or an engine that would not start, has no Reason: that error is the call's.)
+	if errors.Is(runErr, session.ErrNotStored) {
+		// The answer stands; only keeping it failed.
 		s.logger.Error("storing the MCP session failed", "session", sessionID, "err", runErr)
 	} else if runErr != nil {
 		f.Err = runErr
