@@ -238,6 +238,15 @@ func (s *Service) imageTokens(im tools.Image) int {
 	return swap.ImageTokens(cfg.Width, cfg.Height)
 }
 
+// tokensOf is how many prompt tokens ims take.
+func (s *Service) tokensOf(ims []tools.Image) int {
+	n := 0
+	for _, im := range ims {
+		n += s.imageTokens(im)
+	}
+	return n
+}
+
 // evalSample is what one evaluation's timings measure: a prompt of text, or, when it evaluated images of
 // imageTokens tokens, their encode (the prompt's time less its text at the measured text rate, the measure of
 // docs/engine-notes.md §9). A request whose images came from the cache evaluated fewer tokens than they are, so

@@ -300,11 +300,7 @@ func (q *engineQueue) prefill(t *ticket, slot int, done chan struct{}) {
 	case err == nil:
 		svc.cfg.Logger.Info("prefilled a queued turn", "session", t.sess.id, "images", len(t.user.Images), "slot", slot, "took", took)
 		svc.recordPrefill(t.sess.id, len(t.user.Images), took, tm, "queued")
-		tokens := 0
-		for _, im := range t.user.Images {
-			tokens += svc.imageTokens(im)
-		}
-		svc.observe(svc.evalSample(tm, tokens, svc.measuredTextRate()))
+		svc.observe(svc.evalSample(tm, svc.tokensOf(t.user.Images), svc.measuredTextRate()))
 		t.emit(agent.Notice{Text: fmt.Sprintf("waiting for the engine: the message's %d image(s) were evaluated ahead (%s)",
 			len(t.user.Images), took.Round(time.Millisecond))})
 	case t.ctx.Err() != nil:

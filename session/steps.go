@@ -33,14 +33,14 @@ func (s *Session) Steps(ctx context.Context, steps []Step, emit func(step int, e
 	}
 	// Every step's images stay in the conversation: all of them must fit its bound from the start, not fail at
 	// a late step.
-	var all []tools.Image
+	var add int64
 	for _, st := range steps {
-		all = append(all, st.Images...)
+		add += imagesSize(st.Images)
 	}
 	s.mu.Lock()
 	held := imageBytes(s.history) + imagesSize(s.pending)
 	s.mu.Unlock()
-	if add := imagesSize(all); held+add > cfg.MaxSessionImageBytes {
+	if held+add > cfg.MaxSessionImageBytes {
 		return nil, fmt.Errorf("%w: the steps' images (%s) with the %s this conversation holds pass its %s limit (every image stays in the conversation): "+
 			"use fewer or smaller images, or split the steps over sessions", ErrLimit, size(add), size(held), size(cfg.MaxSessionImageBytes))
 	}

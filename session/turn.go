@@ -295,9 +295,7 @@ func (s *Session) ahead(ctx context.Context, done chan struct{}, note *aheadNote
 			if s.warmGen == r.Generation {
 				prev = min(s.prefilled, len(s.pending))
 			}
-			for _, im := range s.pending[prev:] {
-				tokens += s.svc.imageTokens(im)
-			}
+			tokens += s.svc.tokensOf(s.pending[prev:])
 			sent, sentGen = len(s.pending), r.Generation
 			user = &agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
 			if note == nil || note.history {
@@ -375,9 +373,7 @@ func (s *Session) uncachedTokensLocked(history []agent.Message, gen int) int {
 	}
 	n := 0
 	for _, m := range history[from:] {
-		for _, im := range m.Images {
-			n += s.svc.imageTokens(im)
-		}
+		n += s.svc.tokensOf(m.Images)
 	}
 	return n
 }
