@@ -77,6 +77,7 @@ type Gateway struct {
 	hc      *http.Client
 	mux     *http.ServeMux
 	names   []string
+	checked *checkedImages // digests of images that passed intake
 	quit    chan struct{}
 	done    chan struct{}
 }
@@ -110,7 +111,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, guard: guard, pool: p, metrics: m, names: p.order, quit: make(chan struct{}),
+	g := &Gateway{cfg: cfg, guard: guard, pool: p, metrics: m, names: p.order, checked: newCheckedImages(1024), quit: make(chan struct{}),
 		done: make(chan struct{}),
 		// One transport for every engine, with enough idle connections that concurrent streams do not redial;
 		// no compression, so bytes pass through as the server wrote them.
@@ -272,7 +273,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	md := e.m
 	if !md.Remote {
-		if err := checkImages(body, g.cfg.Images); err != nil {
+		if err := checkImages(body, g.cfg.Images, g.checked); err != nil {
 			g.metrics.request(req.model, http.StatusBadRequest)
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "invalid_image", "messages", "%v", err)
 			return
