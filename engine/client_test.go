@@ -386,3 +386,32 @@ func TestStreamSendsTheAPIKey(t *testing.T) {
 		t.Fatalf("without the key: %v (status %d), want 401", err, engine.StatusCode(err))
 	}
 }
+
+// TestStreamCanceledOnTheRealServer: a caller's cancel in the middle of a long answer from llama-server ends the
+// stream with the cancel (errors.Is context.Canceled), never as a complete answer (io.EOF) or a broken stream.
+// (TestStreamCanceledMidway covers a cancel that cuts a line in half, which a real server cannot be timed to.)
+func TestStreamCanceledOnTheRealServer(t *testing.T) {
+	s := enginetest.Start(t, llamacpp.Config{Model: enginetest.SharedModel(t, "stories260K.gguf"), Ctx: 2048, Parallel: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	req := streamReq()
+	req.MaxTokens = 1900
+	st, err := s.Client().ChatStream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for i := 0; ; i++ {
+		_, err := st.Recv()
+		if err == nil {
+			continue // chunks already read before the cancel
+		}
+		if !errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, engine.ErrStreamBroken) {
+			t.Fatalf("after %d more chunks: %v, want context.Canceled", i, err)
+		}
+		return
+	}
+}
