@@ -34,12 +34,11 @@ var indexHTML string
 // tokenSlot is replaced in index.html by the page's token.
 const tokenSlot = "{{VISOR_PAGE_TOKEN}}"
 
-// Defaults for Config's bounds. With them a chat server holds at most 8 × 64 MiB of images.
+// Defaults for Config's bounds. A chat server holds at most DefaultMaxSessions chats, and each chat's images are
+// bounded by the session service (session.Config.MaxSessionImageBytes).
 const (
-	DefaultMaxImagesPerMessage = 8
-	DefaultMaxSessionImages    = 64 << 20
-	DefaultMaxSessions         = 8
-	DefaultSessionIdle         = 30 * time.Minute
+	DefaultMaxSessions = 8
+	DefaultSessionIdle = 30 * time.Minute
 )
 
 // Config sets up a Server.
