@@ -272,6 +272,11 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	md := e.m
+	if msg, param := checkMessages(body); msg != "" {
+		g.metrics.request(req.model, http.StatusBadRequest)
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", param, "%s", msg)
+		return
+	}
 	if !md.Remote {
 		if err := checkImages(body, g.cfg.Images, g.checked); err != nil {
 			g.metrics.request(req.model, http.StatusBadRequest)
