@@ -9,8 +9,8 @@ import (
 )
 
 func TestLine(t *testing.T) {
-	family := "👨‍👩‍👧" // one character of five runes
-	flag := "🇩🇪"      // one character of two runes
+	family := "👨‍👩‍👧"   // one character of five runes
+	flag := "🇩🇪"        // one character of two runes
 	accent := "e\u0301" // é as e and a combining accent
 	for _, c := range []struct {
 		in   string
