@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cgo-flags.sh
+. scripts/progress.sh
 
 # need CMD PACKAGE installs Debian's PACKAGE when CMD is missing. Without root (and without sudo) it says what
 # to run; the tests that need it then fail in CI and skip, saying so, elsewhere.
@@ -19,9 +20,9 @@ need() {
     fi
     sudo=sudo
   fi
-  echo "test.sh: installing $2 (apt-get) for the tests that drive it …" >&2
-  $sudo apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  progress "test.sh: installing $2 (apt-get, ~1 min) for the tests that drive it …" $sudo apt-get update -qq >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  progress "  apt-get install $2 …" $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
 }
 need chromium chromium
 need tmux tmux
@@ -47,11 +48,17 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
   npm_dir=${XDG_CACHE_HOME:-$HOME/.cache}/visor/npm
   if [ ! -f "$npm_dir/node_modules/openai/package.json" ]; then
     mkdir -p "$npm_dir"
-    npm install --prefix "$npm_dir" --no-audit --no-fund --no-save --loglevel=error openai@5 >/dev/null
+    progress "test.sh: installing the OpenAI Node SDK into $npm_dir for the gateway's client test (npm, ~30 s) …" \
+      npm install --prefix "$npm_dir" --no-audit --no-fund --no-save --loglevel=error openai@5 >/dev/null
   fi
   export VISOR_NODE_MODULES="$npm_dir/node_modules"
 fi
 
-start=$(date +%s)
-go test -count=1 -timeout 20m "$@" ./...
-echo "tests finished in $(( $(date +%s) - start )) s"
+# go test -json through internal/testreport: a line per package, a heartbeat naming what still runs whenever
+# nothing was said for 20 s (a cold build of the test binaries takes minutes on two cores), every skip with its
+# reason, and a summary line that is printed even when a build fails.
+report=$(mktemp -d)/testreport
+trap 'rm -rf "$(dirname "$report")"' EXIT
+progress "test.sh: building the test reporter …" go build -o "$report" ./internal/testreport
+echo "test.sh: building and running every test (cold: ~15 min on two cores; warm: ~5 min) …" >&2
+go test -json -count=1 -timeout 20m "$@" ./... | "$report"

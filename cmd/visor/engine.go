@@ -9,11 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/visorhq/visor/engine/install"
 	"github.com/visorhq/visor/engine/llamacpp"
 )
 
-// cmdEngine shows which llama-server visor would run and what it supports.
+// cmdEngine shows which llama-server visor would run and what it supports; `engine install` installs it.
 func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "install" {
+		return cmdEngineInstall(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	server := fs.String("server", "", "llama-server binary to inspect")
@@ -45,6 +49,36 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// cmdEngineInstall runs the installer embedded in the binary, so a `go install`ed visor gets its engine too.
+func cmdEngineInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("engine install", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	gpu := fs.String("gpu", "", "GPU backend: auto (default), vulkan, cuda or off (VISOR_ENGINE_GPU)")
+	force := fs.Bool("force", false, "reinstall even if a working engine is there (VISOR_ENGINE_FORCE)")
+	debs := fs.String("debs", "", "install from the .deb files in this folder, offline (VISOR_ENGINE_DEBS)")
+	usage := func() {
+		fmt.Fprintf(stdout, "usage: visor engine install [flags] [DIR]\n\nInstalls Debian's llama-server into DIR "+
+			"(default %s) without building anything.\n\nflags:\n", llamacpp.InstallDir())
+		fs.PrintDefaults()
+	}
+	if err := parseFlagsUsage(fs, args, usage); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("visor engine install takes at most one folder, got %q: usage: visor engine install [DIR]", fs.Args())
+	}
+	var env []string
+	for k, v := range map[string]string{"VISOR_ENGINE_GPU": *gpu, "VISOR_ENGINE_DEBS": *debs} {
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	if *force {
+		env = append(env, "VISOR_ENGINE_FORCE=1")
+	}
+	return install.Run(ctx, install.Options{Dir: fs.Arg(0), Env: env, Stdout: stdout, Stderr: stderr, Command: "visor engine install"})
+}
+
 // deviceLines renders the devices llama-server sees, or why it sees none.
 func deviceLines(devs []llamacpp.Device, err error) string {
 	switch {
@@ -52,7 +86,7 @@ func deviceLines(devs []llamacpp.Device, err error) string {
 		return fmt.Sprintf("devices:          unknown (%v)\n", err)
 	case len(devs) == 0:
 		return "devices:          none: llama-server runs on the CPU; on a GPU machine install the GPU backend " +
-			"(VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh)\n"
+			"(visor engine install --gpu vulkan --force)\n"
 	}
 	var b strings.Builder
 	for i, d := range devs {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ func serveSlowMCP() {
 	_ = s.Run(context.Background(), &sdk.StdioTransport{})
 }
 
+// tmuxServers numbers the private tmux servers this test binary starts.
+var tmuxServers atomic.Int64
+
 // tmuxTerm is a real terminal (a tmux pane on a private server) running this binary as visor.
 type tmuxTerm struct {
 	t      *testing.T
@@ -53,7 +57,9 @@ func startTmux(t *testing.T, dir, name string, args ...string) *tmuxTerm {
 		}
 		t.Skip("no tmux (apt-get install tmux) to drive the terminal chat")
 	}
-	tt := &tmuxTerm{t: t, socket: fmt.Sprintf("visor-test-%d", os.Getpid()), name: name, dir: dir}
+	// A private tmux server per terminal: two terminals on one server raced its shutdown when the first ended
+	// (issue 22: TestChatInATerminal failed 6 runs of 7 alone).
+	tt := &tmuxTerm{t: t, socket: fmt.Sprintf("visor-test-%d-%d", os.Getpid(), tmuxServers.Add(1)), name: name, dir: dir}
 	quoted := []string{"exec", "env", "VISOR_TEST_AS_MAIN=1", shellQuote(os.Args[0])}
 	for _, a := range args {
 		quoted = append(quoted, shellQuote(a))
@@ -62,7 +68,7 @@ func startTmux(t *testing.T, dir, name string, args ...string) *tmuxTerm {
 	script := fmt.Sprintf("(%s) 2>%s; echo $? >%s", strings.Join(quoted, " "), shellQuote(errFile), shellQuote(codeFile))
 	tt.tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "32", "sh", "-c", script)
 	t.Cleanup(func() {
-		_ = exec.Command("tmux", "-L", tt.socket, "kill-session", "-t", name).Run()
+		_ = exec.Command("tmux", "-L", tt.socket, "kill-server").Run()
 		if t.Failed() {
 			b, _ := os.ReadFile(errFile)
 			t.Logf("%s stderr:\n%s", name, b)

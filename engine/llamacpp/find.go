@@ -15,7 +15,7 @@ import (
 // ErrNotFound means no llama-server binary was found anywhere visor looks.
 var ErrNotFound = errors.New("llama-server not found")
 
-// InstallDir is where scripts/install-engine.sh puts the engine unless VISOR_ENGINE_DIR overrides it.
+// InstallDir is where `visor engine install` (scripts/install-engine.sh) puts the engine unless VISOR_ENGINE_DIR overrides it.
 func InstallDir() string {
 	if d := os.Getenv("VISOR_ENGINE_DIR"); d != "" {
 		return d
@@ -43,7 +43,7 @@ func Find(explicit string) (string, error) {
 	if _, err := os.Stat(installed); err == nil {
 		return checkExec(installed)
 	}
-	return "", fmt.Errorf("%w on $PATH or in %s: run scripts/install-engine.sh (or make engine), or pass --server PATH",
+	return "", fmt.Errorf("%w on $PATH or in %s: run `visor engine install` (in a checkout: make engine), or pass --server PATH",
 		ErrNotFound, filepath.Dir(installed))
 }
 

@@ -169,7 +169,7 @@ func CheckPlacement(p Placement, w Want, devices []Device) error {
 	return nil
 }
 
-const placementFix = "install the GPU backend with `VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh` " +
+const placementFix = "install the GPU backend with `visor engine install --gpu vulkan --force` " +
 	"(Debian's libggml0-backend-vulkan with libvulkan1, libegl1 and libglvnd0; NVIDIA's Vulkan driver needs glvnd's " +
 	"libEGL), make sure the driver's Vulkan ICD is found (VK_DRIVER_FILES), or start with --plan off to run on the CPU"
 

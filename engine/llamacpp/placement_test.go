@@ -54,7 +54,7 @@ func TestCheckPlacement(t *testing.T) {
 	cpu := observe(cpuLoad)
 	err := CheckPlacement(cpu, want, nil)
 	if !errors.Is(err, ErrCPUFallback) || !strings.Contains(err.Error(), "NVIDIA H200") ||
-		!strings.Contains(err.Error(), "install-engine.sh") || !strings.Contains(err.Error(), "--list-devices: none") {
+		!strings.Contains(err.Error(), "visor engine install") || !strings.Contains(err.Error(), "--list-devices: none") {
 		t.Errorf("silent CPU fallback: %v", err)
 	}
 	if err := CheckPlacement(cpu, Want{}, nil); err != nil {

@@ -1,0 +1,66 @@
+// Package install installs Debian's llama-server into a folder visor owns. The installer is a shell script (apt and
+// dpkg do the work) embedded in the binary, so a `go install`ed visor, which has no checkout and no scripts/, gets
+// its engine with `visor engine install`; a checkout runs the same file through scripts/install-engine.sh.
+package install
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+//go:embed install-engine.sh
+var script []byte
+
+// Options say where to install and where the installer's lines go.
+type Options struct {
+	// Dir is the engine folder; empty means the installer's default ($VISOR_ENGINE_DIR or ~/.cache/visor/engine).
+	Dir string
+	// Env is added to this process's environment (VISOR_ENGINE_GPU=vulkan, VISOR_ENGINE_FORCE=1, ...).
+	Env            []string
+	Stdout, Stderr io.Writer
+	// Command is how the user runs the installer, for the installer's own messages.
+	Command string
+}
+
+// Run runs the embedded installer and returns when it is done. The script is written to a private temporary file
+// because bash reads a script as it runs: feeding it on stdin would take stdin from apt.
+func Run(ctx context.Context, o Options) error {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return fmt.Errorf("installing the engine needs bash, which is not on $PATH: install it (apt-get install bash): %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "visor-install-")
+	if err != nil {
+		return fmt.Errorf("installing the engine: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	path := filepath.Join(tmp, "install-engine.sh")
+	if err := os.WriteFile(path, script, 0o700); err != nil {
+		return fmt.Errorf("installing the engine: %w", err)
+	}
+	args := []string{path}
+	if o.Dir != "" {
+		args = append(args, o.Dir)
+	}
+	cmd := exec.CommandContext(ctx, bash, args...)
+	cmd.Env = append(os.Environ(), o.Env...)
+	if o.Command != "" {
+		cmd.Env = append(cmd.Env, "VISOR_INSTALL_COMMAND="+o.Command)
+	}
+	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			// The installer said why on stderr, in its own words.
+			return fmt.Errorf("the engine installer failed (exit status %d): see its message above", exit.ExitCode())
+		}
+		return fmt.Errorf("running the engine installer: %w", err)
+	}
+	return nil
+}
