@@ -33,8 +33,26 @@ func (p *Parser) parseBlock(open, body, closer string, closed bool) ([]Call, err
 		return parseGemma(body, closed, p.tools)
 	case tagMistralOpen:
 		return p.parseMistral(body, closed)
+	case tagToolsOpen:
+		return parseToolsWrapper(body)
 	}
 	return nil, fmt.Errorf("%w: unknown block %s", ErrMalformed, open)
+}
+
+// parseToolsWrapper reads Qwen2.5-Coder's <tools>{"name": …, "arguments": …}</tools>. The tag is the one its
+// prompt lists the tools in, so a tool definition echoed back ({"type": "function", "function": {…,
+// "parameters": …}}) is no call: "arguments" must be there.
+func parseToolsWrapper(body string) ([]Call, error) {
+	calls, err := parseJSONCalls(body, false)
+	if err != nil {
+		return calls, err
+	}
+	for _, c := range calls {
+		if !c.explicitArgs {
+			return nil, fmt.Errorf("%w: %s holds %q without \"arguments\": a tool definition, not a call", ErrMalformed, tagToolsOpen, c.Name)
+		}
+	}
+	return calls, nil
 }
 
 // jsonCalls reads JSON calls in a block.
@@ -157,7 +175,12 @@ func callFromObject(v json.RawMessage, strict bool) (Call, error) {
 		return Call{}, fmt.Errorf("%w: missing \"name\"", ErrMalformed)
 	}
 	c.Name = strings.TrimSpace(c.Name)
+	if !validName(c.Name) {
+		// {{ tc.name }}, <function-name>: a template or an example, not a call.
+		return Call{}, fmt.Errorf("%w: %s is not a function name", ErrMalformed, clip(c.Name))
+	}
 	args, ok := m["arguments"]
+	c.explicitArgs = ok
 	if !ok {
 		args, ok = m["parameters"]
 	}

@@ -19,7 +19,8 @@ func TestDisputableCases(t *testing.T) {
 		wantErr     error
 	}{
 		{name: "bare-string arguments are an error, not a guessed argument",
-			in: "<tool_call>\n{\"name\": \"echo\", \"arguments\": \"ls -la\"}\n</tool_call>", tools: ts, wantErr: ErrMalformed},
+			in: "<tool_call>\n{\"name\": \"echo\", \"arguments\": \"ls -la\"}\n</tool_call>", tools: ts, wantErr: ErrMalformed,
+			wantContent: "<tool_call>\n{\"name\": \"echo\", \"arguments\": \"ls -la\"}\n</tool_call>"},
 		{name: "double-encoded arguments are decoded",
 			in:        "<tool_call>\n{\"name\": \"echo\", \"arguments\": \"\\\"{\\\\\\\"text\\\\\\\": \\\\\\\"hi\\\\\\\"}\\\"\"}\n</tool_call>",
 			wantCalls: []string{`echo {"text":"hi"}`}},
@@ -29,8 +30,9 @@ func TestDisputableCases(t *testing.T) {
 		{name: "a bare JSON array with junk is content",
 			in:          "[{\"name\": \"echo\", \"arguments\": {\"text\": \"a\"}}, 42]",
 			wantContent: "[{\"name\": \"echo\", \"arguments\": {\"text\": \"a\"}}, 42]"},
-		{name: "malformed JSON inside tags is an error",
-			in: "<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": [}\n</tool_call>", wantErr: ErrMalformed},
+		{name: "malformed JSON inside tags is an error, and the text stays in content",
+			in: "<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": [}\n</tool_call>", wantErr: ErrMalformed,
+			wantContent: "<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": [}\n</tool_call>"},
 		{name: "malformed bare JSON is content",
 			in: "{\"name\": \"echo\", \"arguments\": {\"text\": [}", wantContent: "{\"name\": \"echo\", \"arguments\": {\"text\": [}"},
 		{name: "an unknown tool in bare JSON is content when tools are known",

@@ -4,8 +4,12 @@
 // <|tool_call>call:NAME{…}<tool_call|>, Mistral's [TOOL_CALLS]NAME[ARGS]{…} (and the older JSON array), and
 // Anthropic-style <function_calls><invoke>. Each Format is one dialect behind one interface (CallParser:
 // Init with the tools, Add chunks), and all of them share one streaming scanner that holds back only a
-// partially written tag and splits <think> reasoning from content. A call found inside reasoning is reported,
-// never returned as executable.
+// partially written tag and splits reasoning from content by each family's markers: <think>…</think> everywhere,
+// Gemma 4's <|channel>thought…<channel|> and Mistral's [THINK]…[/THINK] in their dialects (and in Auto), also when
+// the prompt opened the block (StartInThinking; Parse finds it by a closer before any opener). A call found
+// inside reasoning is reported, never returned as executable. Turn and end tokens a server leaves in the text
+// (<|im_end|>, GLM's <|observation|>, Gemma 4's <|tool_response>, <turn|> and a repeated <tool_call|>) are
+// consumed, never shown.
 //
 // It exists because llama-server (and other OpenAI-compatible servers) regularly leaves such calls in content or
 // reasoning_content with tool_calls empty; see docs/engine-notes.md §5 for the failures each test row reproduces.
@@ -36,8 +40,11 @@
 //     wire shape.
 //   - A valid call beside junk in an array ([{call}, 42]): inside call tags the valid calls run and the junk is an
 //     error event; a bare JSON message must be calls and nothing else, or it is content.
-//   - Malformed JSON: inside call tags an error event carrying the text (the model meant a call); a bare JSON
-//     message that does not parse is content.
+//   - Malformed JSON: inside call tags an error event carrying the text (the model meant a call), and the text
+//     stays in content as written (Event.Shown), as vLLM and llama.cpp keep it; a bare JSON message that does not
+//     parse is content. A name that is no function name ({{ tc.name }}, <function-name>) is malformed.
+//   - Qwen2.5-Coder's <tools>{call}</tools>: a call when the JSON has "arguments"; a tool definition echoed in
+//     the tag is an error, and <tools> not followed by JSON is text.
 //   - An unknown tool name in bare JSON: with tools given (Init), content — {"name": "Ada", "arguments": …} is more
 //     likely an answer than a call; inside call tags it is a call, and the registry answers that the tool does not
 //     exist. Without tools any name counts.

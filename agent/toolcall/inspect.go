@@ -41,7 +41,7 @@ func Inspect(data []byte, f Format, ts *ToolSet) (Report, error) {
 	p.Init(ts) // the same schema typing as the agent loop
 	var events []Event
 	if len(msg.chunks) == 0 {
-		p.StartInThinking = opensInThinking(string(data))
+		p.StartInThinking = p.d.opensInThinking(string(data))
 		events = p.Feed(string(data))
 	}
 	var content strings.Builder
@@ -51,7 +51,7 @@ func Inspect(data []byte, f Format, ts *ToolSet) (Report, error) {
 		}
 	}
 	if len(msg.chunks) > 0 {
-		p.StartInThinking = opensInThinking(content.String())
+		p.StartInThinking = p.d.opensInThinking(content.String())
 	}
 	for _, c := range msg.chunks {
 		if c.reasoning {

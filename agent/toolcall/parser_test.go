@@ -295,14 +295,16 @@ var rows = []row{
 		wantReasonCalls: []string{`f {"a":1}`},
 	},
 	{
-		name:    "malformed call body",
-		content: "<tool_call>\nget_weather(city=\"Paris\")\n</tool_call>",
-		wantErr: ErrMalformed,
+		name:        "malformed call body",
+		content:     "<tool_call>\nget_weather(city=\"Paris\")\n</tool_call>",
+		wantContent: "<tool_call>\nget_weather(city=\"Paris\")\n</tool_call>",
+		wantErr:     ErrMalformed,
 	},
 	{
-		name:    "call without a name",
-		content: "<tool_call>\n{\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-		wantErr: ErrMalformed,
+		name:        "call without a name",
+		content:     "<tool_call>\n{\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+		wantContent: "<tool_call>\n{\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+		wantErr:     ErrMalformed,
 	},
 }
 

@@ -17,6 +17,8 @@ const (
 	tagFuncClose      = "</function>"
 	tagFuncCallsOpen  = "<function_calls>"
 	tagFuncCallsClose = "</function_calls>"
+	tagToolsOpen      = "<tools>"
+	tagToolsClose     = "</tools>"
 )
 
 type mode int
@@ -54,6 +56,7 @@ type stream struct {
 	held          []byte
 	callIDs       []string // calls emitted from this stream's text mode, for a late </think>
 	js            jsonScan // holdJSON: how far the held text is known to be JSON
+	label         string   // modeThink: a channel name still to strip from the start of the reasoning
 
 	// modeBlock, for the structure of the block's body (see blockSyntax).
 	depth   int      // nested call tags opened at the start of a line and not yet closed
@@ -62,12 +65,14 @@ type stream struct {
 	cand    int      // the first end tag that did not close the block, -1 if none: used if nothing better comes
 	candTag string   //
 	bj      jsonScan // jsonEnd blocks: how far the JSON value after the opener is known
+	checked bool     // a block whose body must be JSON ([tools]) has shown its first byte
 }
 
 // enterBlock starts a block opened by tag.
 func (s *stream) enterBlock(tag string, inThink bool) {
 	s.mode, s.open, s.inThink, s.searched = modeBlock, tag, inThink, 0
 	s.depth, s.inFunc, s.inQuote, s.cand, s.candTag, s.bj = 0, tag == tagFuncOpen, false, -1, "", jsonScan{}
+	s.checked = false
 }
 
 func (s *stream) consume(n int) {
@@ -101,9 +106,32 @@ func (p *Parser) run(s *stream, final bool) {
 	}
 }
 
-// scanTags finds the earliest full tag in buf (from offset from), or a tag prefix that runs to the end of buf.
-// firsts holds the first bytes of the tags; all but Mistral's start with '<'.
-func scanTags(buf []byte, from int, tags []string, firsts string) (idx int, tag string, partial bool) {
+// tagSet is a list of tags the scanner looks for, with what it needs to skip most bytes fast.
+type tagSet struct {
+	tags   []string
+	firsts string     // the tags' first bytes: "<", maybe "["
+	second [256]bool // the tags' second bytes: "a < b" and "<b>" are passed over without comparing every tag
+}
+
+func newTagSet(tags []string) *tagSet {
+	ts := &tagSet{tags: tags, firsts: "<"}
+	for _, t := range tags {
+		switch t[0] {
+		case '[':
+			ts.firsts = "<["
+		case '<':
+		default:
+			panic("toolcall: a tag must start with < or [: " + t) // the scanner searches for those two bytes only
+		}
+		ts.second[t[1]] = true
+	}
+	return ts
+}
+
+// scanTags finds the earliest full tag of ts in buf (from offset from), or a tag prefix that runs to the end of
+// buf.
+func scanTags(buf []byte, from int, ts *tagSet) (idx int, tag string, partial bool) {
+	tags, firsts := ts.tags, ts.firsts
 	// Two byte searches beat bytes.IndexAny; where the next '<' is stays known across candidates, so that a run of
 	// '[' far from any '<' is not searched again for each one.
 	nextLT := -2
@@ -138,6 +166,10 @@ func scanTags(buf []byte, from int, tags []string, firsts string) (idx int, tag 
 		}
 		i = j
 		rest := buf[i:]
+		if len(rest) > 1 && !ts.second[rest[1]] {
+			i++
+			continue
+		}
 		for _, t := range tags {
 			if len(rest) >= len(t) {
 				if string(rest[:len(t)]) == t {
@@ -169,7 +201,7 @@ func (s *stream) literalTag(idx, end int, final bool) (literal, wait bool) {
 }
 
 func (p *Parser) stepText(s *stream, final bool) bool {
-	idx, tag, partial := scanTags(s.buf, 0, p.textTags, p.firsts)
+	idx, tag, partial := scanTags(s.buf, 0, p.d.textSet)
 	if idx < 0 || (partial && final) {
 		p.text(s, s.buf)
 		s.buf = s.buf[:0]
@@ -181,7 +213,9 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 		return false
 	}
 	end := idx + len(tag)
-	if tag == tagThinkOpen || tag == tagThinkClose {
+	pair, opens := p.d.thinkOpen(tag)
+	closes := !opens && p.d.isThinkClose(tag)
+	if opens || closes {
 		literal, wait := s.literalTag(idx, end, final)
 		if wait {
 			p.text(s, s.buf[:idx])
@@ -197,11 +231,11 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 	p.text(s, s.buf[:idx])
 	s.consume(end)
 	s.prev = '>'
-	switch tag {
-	case tagThinkOpen:
+	switch {
+	case opens:
 		p.releaseHeld(s)
-		s.mode = modeThink
-	case tagThinkClose:
+		s.mode, s.label = modeThink, pair.label
+	case closes:
 		// Stray: the thinking was never opened in this stream, so the generation began inside it (the prompt
 		// opened <think>). Content already emitted cannot be taken back, and neither can calls: say which calls
 		// came from thinking so the agent drops them. Parse and StartInThinking avoid this.
@@ -210,13 +244,13 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 			p.settle()
 			p.out = append(p.out, Event{
 				Kind: KindError,
-				Text: tagThinkClose,
-				Err: fmt.Errorf("%w: calls %s came before it and were written while thinking; do not run them",
-					ErrLateThinkClose, strings.Join(s.callIDs, ", ")),
+				Text: tag,
+				Err: fmt.Errorf("%w: %s without its opener: calls %s came before it and were written while thinking; do not run them",
+					ErrLateThinkClose, tag, strings.Join(s.callIDs, ", ")),
 			})
 			s.callIDs = nil
 		}
-	case tagCallClose:
+	case tag == tagCallClose:
 		// Stray </tool_call> (llama.cpp#20761) — or the end of a call whose opening tag is missing
 		// (hermes-agent#742): a held bare JSON message is then read as that call.
 		if s.hold == holdJSON {
@@ -225,6 +259,8 @@ func (p *Parser) stepText(s *stream, final bool) bool {
 			calls, err := parseJSONCalls(raw, false)
 			p.emitCalls(calls, err, raw+tagCallClose, false)
 		}
+	case p.d.isDrop(tag):
+		// A turn or end token: structure, consumed. Whatever was held stays held.
 	default:
 		// JSON before a real call tag is not "the whole message": it is content. Separators before it are dropped.
 		p.releaseHeld(s)
@@ -383,11 +419,25 @@ func (p *Parser) allOffered(calls []Call) bool {
 }
 
 func (p *Parser) stepThink(s *stream, final bool) bool {
-	tags := p.thinkTags
-	if s.reasoningOnly {
-		tags = tags[1:]
+	if s.label != "" {
+		n := min(len(s.buf), len(s.label))
+		switch {
+		case string(s.buf[:n]) != s.label[:n]:
+			s.label = ""
+		case n == len(s.label):
+			s.consume(n)
+			s.label = ""
+		case !final:
+			return false // "thou": wait to see whether it is the label
+		default:
+			s.label = ""
+		}
 	}
-	idx, tag, partial := scanTags(s.buf, 0, tags, p.firsts)
+	tags := p.d.thinkSet
+	if s.reasoningOnly {
+		tags = p.d.reasoningSet
+	}
+	idx, tag, partial := scanTags(s.buf, 0, tags)
 	if idx < 0 || (partial && final) {
 		p.think(s, s.buf)
 		s.buf = s.buf[:0]
@@ -399,7 +449,7 @@ func (p *Parser) stepThink(s *stream, final bool) bool {
 		return false
 	}
 	end := idx + len(tag)
-	if tag == tagThinkClose {
+	if p.d.isThinkClose(tag) {
 		literal, wait := s.literalTag(idx, end, final)
 		if wait {
 			p.think(s, s.buf[:idx])
@@ -432,13 +482,29 @@ func (p *Parser) think(s *stream, b []byte) {
 }
 
 func (p *Parser) stepBlock(s *stream, final bool) bool {
-	syn := p.syntax(s.open)
+	syn, _ := p.d.block(s.open)
 	if syn.jsonEnd {
 		return p.stepJSONBlock(s, final)
 	}
-	tags := syn.tagsFor(s.inThink, s.reasoningOnly)
+	if syn == syntaxTools && !s.checked {
+		// <tools> is a call only when JSON follows; in prose ("the <tools> tag") it is text.
+		i := 0
+		for i < len(s.buf) && strings.IndexByte(" \t\r\n", s.buf[i]) >= 0 {
+			i++
+		}
+		switch {
+		case i == len(s.buf) && !final && i <= p.maxPending():
+			return false
+		case i == len(s.buf) || (s.buf[i] != '{' && s.buf[i] != '['):
+			s.mode, s.hold = modeText, holdNone
+			p.text(s, []byte(s.open))
+			return true
+		}
+		s.checked = true
+	}
+	tags := p.d.tagsFor(s)
 	for {
-		idx, tag, partial := scanTags(s.buf, s.searched, tags, "<")
+		idx, tag, partial := scanTags(s.buf, s.searched, tags)
 		// The cap applies to where the end tag starts, not to how the bytes were chunked, so that feeding byte by
 		// byte and feeding everything at once give the same events.
 		start := idx
@@ -467,7 +533,7 @@ func (p *Parser) stepBlock(s *stream, final bool) bool {
 		}
 		s.searched = idx + len(tag)
 		switch {
-		case tag == tagThinkClose:
+		case s.inThink && p.d.isThinkClose(tag):
 			p.think(s, append([]byte(s.open), s.buf[:idx]...))
 			s.consume(idx)
 			s.mode = modeThink
@@ -499,7 +565,7 @@ func (p *Parser) stepBlock(s *stream, final bool) bool {
 		case tag == tagFuncClose && !isEnd(syn, tag):
 			s.inFunc = false
 			continue
-		case !syn.nest || closesHere(s.buf, idx):
+		case !syn.nest || closesHere(s.buf, idx) || tag == tagCallClose && s.open == tagCallOpen && bareName(s.buf[:idx]):
 			p.endBlock(s, tag, idx, true)
 			s.consume(idx + len(tag))
 			return true
@@ -522,17 +588,19 @@ func (p *Parser) stepJSONBlock(s *stream, final bool) bool {
 		}
 		c := b[j.pos]
 		if !j.done && j.depth == 0 {
-			if c == '<' && s.inThink && !s.reasoningOnly {
-				// Thinking that mentioned [TOOL_CALLS] goes on until </think>, as for the tagged blocks.
-				rest := string(b[j.pos:min(len(b), j.pos+len(tagThinkClose))])
-				switch {
-				case rest == tagThinkClose:
-					p.think(s, append([]byte(s.open), b[:j.pos]...))
-					s.consume(j.pos)
-					s.mode = modeThink
-					return true
-				case !final && strings.HasPrefix(tagThinkClose, rest):
-					return false
+			if (c == '<' || c == '[') && s.inThink && !s.reasoningOnly {
+				// Thinking that mentioned [TOOL_CALLS] goes on until its closer, as for the tagged blocks.
+				for _, t := range p.d.thinks {
+					rest := string(b[j.pos:min(len(b), j.pos+len(t.close))])
+					switch {
+					case rest == t.close:
+						p.think(s, append([]byte(s.open), b[:j.pos]...))
+						s.consume(j.pos)
+						s.mode = modeThink
+						return true
+					case !final && strings.HasPrefix(t.close, rest):
+						return false
+					}
 				}
 			}
 			// Before the value: skip the name and the [ARGS] / [CALL_ID] markers.
@@ -618,6 +686,15 @@ func (p *Parser) endBlock(s *stream, tag string, n int, closed bool) {
 	if !closed && err != nil && !errors.Is(err, ErrUnclosed) {
 		err = fmt.Errorf("%w: stream ended inside %s: %w", ErrUnclosed, s.open, err)
 	}
+	if closed && err != nil && len(calls) == 0 && !errors.Is(err, ErrUnclosed) {
+		// A closed block that holds no call stays in the text as the model wrote it (as vLLM and llama.cpp
+		// keep it), and the error says why it was not run.
+		p.emitBytes(KindContent, []byte(raw))
+		s.hold = holdNone
+		p.settle()
+		p.out = append(p.out, Event{Kind: KindError, Text: raw, Err: fmt.Errorf("%w in %s", err, clip(raw)), Shown: true})
+		return
+	}
 	p.emitCalls(calls, err, raw, false)
 }
 
@@ -653,7 +730,8 @@ func longestTag(tags []string) string {
 }
 
 func (p *Parser) stepDiscard(s *stream, final bool) bool {
-	tags := p.syntax(s.open).ends
+	syn, i := p.d.block(s.open)
+	tags := syn.ends
 	if len(tags) == 0 {
 		// No end tag to wait for: the rest of the message is the oversized call.
 		s.buf = s.buf[:0]
@@ -662,7 +740,7 @@ func (p *Parser) stepDiscard(s *stream, final bool) bool {
 		}
 		return false
 	}
-	idx, tag, partial := scanTags(s.buf, 0, tags, "<")
+	idx, tag, partial := scanTags(s.buf, 0, p.d.endSets[i])
 	if idx >= 0 && !partial {
 		s.consume(idx + len(tag))
 		s.mode, s.hold = modeText, holdSep

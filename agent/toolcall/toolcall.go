@@ -123,6 +123,8 @@ type Call struct {
 	// guessed holds, per argument, the raw text of XML values that were typed as JSON by guess (e.g. "42"); a tool
 	// schema that says "string" turns them back into strings without loss.
 	guessed map[string]string
+	// explicitArgs: a JSON call named its "arguments" key (rather than "parameters" or nothing).
+	explicitArgs bool
 }
 
 // Event is one piece of parser output, emitted as soon as it is complete.
@@ -131,23 +133,24 @@ type Event struct {
 	Text string // content or reasoning text; for KindError the offending text
 	Call *Call  // KindCall and KindReasoningCall
 	Err  error  // KindError
+	// Shown (KindError): Text was also emitted as content, just before, because it stays part of the answer (a
+	// block that holds no call). A front end that shows error text must not show it twice.
+	Shown bool
 }
 
 // Parser splits a streamed assistant message into content, reasoning and tool calls. The zero value is not ready;
 // use New. A Parser is not safe for concurrent use. After Close it is reset and may parse another message.
 type Parser struct {
-	// StartInThinking says the prompt already opened <think> (Qwen3.5/3.6 templates end the prompt with "<think>\n"),
-	// so content is reasoning until </think>. Set it before the first Feed.
+	// StartInThinking says the prompt already opened the reasoning block (Qwen3.5/3.6 templates end the prompt with
+	// "<think>\n", Magistral's system prompt forces [THINK]), so content is reasoning until the dialect's closer
+	// (</think>, [/THINK], <channel|>). Set it before the first Feed.
 	StartInThinking bool
 	// MaxPending caps the bytes held for one unfinished tag; 0 means DefaultMaxPending.
 	MaxPending int
 
 	format    Format
-	dialect   []*blockSyntax
+	d         *dialect
 	tools     *ToolSet
-	textTags  []string
-	thinkTags []string
-	firsts    string // the first bytes of every tag the scanner looks for
 	content   stream
 	reasoning stream
 	started   bool
@@ -169,18 +172,10 @@ var _ CallParser = (*Parser)(nil)
 
 // New returns a Parser for one assistant message in format f.
 func New(f Format) *Parser {
-	p := &Parser{format: f, dialect: dialectOf(f)}
-	var calls []string
-	for _, b := range p.dialect {
-		calls = append(calls, b.open)
+	if f < Auto || f > Mistral {
+		f = Auto
 	}
-	p.textTags = append([]string{tagThinkOpen, tagThinkClose, tagCallClose}, calls...)
-	p.thinkTags = append([]string{tagThinkClose}, calls...)
-	for _, t := range p.textTags {
-		if strings.IndexByte(p.firsts, t[0]) < 0 {
-			p.firsts += t[:1]
-		}
-	}
+	p := &Parser{format: f, d: dialects[f]}
 	p.reset()
 	return p
 }
@@ -304,18 +299,9 @@ func Parse(text string, f Format) Result {
 func ParseWith(text string, f Format, tools *ToolSet) Result {
 	p := New(f)
 	p.Init(tools)
-	p.StartInThinking = opensInThinking(text)
+	p.StartInThinking = p.d.opensInThinking(text)
 	ev := p.Feed(text)
 	return Collect(append(ev, p.Close()...))
-}
-
-func opensInThinking(text string) bool {
-	c := strings.Index(text, tagThinkClose)
-	if c < 0 {
-		return false
-	}
-	o := strings.Index(text, tagThinkOpen)
-	return o < 0 || o > c
 }
 
 // LooksLikeCalls reports whether text (an assistant message's content or reasoning_content) contains something

@@ -345,8 +345,12 @@ func (st *streamState) emit(evs []toolcall.Event, reasoning *string, role string
 	var text, think strings.Builder
 	for _, ev := range evs {
 		switch ev.Kind {
-		case toolcall.KindContent, toolcall.KindError:
+		case toolcall.KindContent:
 			text.WriteString(ev.Text)
+		case toolcall.KindError:
+			if !ev.Shown { // a Shown error's text came just before as content
+				text.WriteString(ev.Text)
+			}
 		case toolcall.KindReasoning:
 			think.WriteString(ev.Text)
 		case toolcall.KindCall:

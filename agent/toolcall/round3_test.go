@@ -1,0 +1,278 @@
+package toolcall
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// round3Row is one defect of issue 21 (tool-call dialects, round 3), fed whole, byte by byte and in seeded random
+// chunks; every row failed on the parser before the fix.
+type round3Row struct {
+	class           string
+	name            string
+	format          Format
+	startInThinking bool // the prompt opened the reasoning block; Parse must find that out by itself
+	typed           bool // parse with defectTools' schemas
+	in              string
+	wantCalls       []string
+	wantReasonCalls []string
+	wantContent     string
+	wantReasoning   string
+	wantErr         error // every error event wraps it; nil: none
+}
+
+var round3Rows = []round3Row{
+	// 1. Reasoning channels of every dialect.
+	{
+		class: "1 reasoning", name: "mistral [THINK] with a call inside, then the real call (llama.cpp test-chat magistral)",
+		format:          Mistral,
+		in:              `[THINK]Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more[/THINK][TOOL_CALLS]special_function[ARGS]{"arg1": 1}`,
+		wantCalls:       []string{`special_function {"arg1":1}`},
+		wantReasonCalls: []string{`special_function {"arg1":1}`},
+		wantReasoning:   `Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more`,
+	},
+	{
+		class: "1 reasoning", name: "auto reads mistral [THINK] the same",
+		format:          Auto,
+		in:              `[THINK]Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more[/THINK][TOOL_CALLS]special_function[ARGS]{"arg1": 1}`,
+		wantCalls:       []string{`special_function {"arg1":1}`},
+		wantReasonCalls: []string{`special_function {"arg1":1}`},
+		wantReasoning:   `Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more`,
+	},
+	{
+		class: "1 reasoning", name: "mistral forced-open [THINK]: the prompt opened it",
+		format: Mistral, startInThinking: true,
+		in:            `let me think[/THINK][TOOL_CALLS]test[ARGS]{}`,
+		wantCalls:     []string{`test {}`},
+		wantReasoning: "let me think",
+	},
+	{
+		class: "1 reasoning", name: "mistral forced-open with a call inside the thinking",
+		format: Mistral, startInThinking: true,
+		in:              `maybe [TOOL_CALLS]rm[ARGS]{"path": "/"} no[/THINK]Nothing to do.`,
+		wantReasonCalls: []string{`rm {"path":"/"}`},
+		wantReasoning:   `maybe [TOOL_CALLS]rm[ARGS]{"path": "/"} no`,
+		wantContent:     "Nothing to do.",
+	},
+	{
+		class: "1 reasoning", name: "mistral [THINK] that mentions [TOOL_CALLS] without a value",
+		format:        Mistral,
+		in:            `[THINK]I could use [TOOL_CALLS] here[/THINK]No call needed.`,
+		wantReasoning: `I could use [TOOL_CALLS] here`,
+		wantContent:   "No call needed.",
+	},
+	{
+		class: "1 reasoning", name: "gemma4 channel with a call inside is reasoning, never executable",
+		format:          Gemma4,
+		in:              "<|channel>thought\nI could call <|tool_call>call:delete_all{}<tool_call|> but should not<channel|>Done.",
+		wantReasonCalls: []string{`delete_all {}`},
+		wantReasoning:   "I could call <|tool_call>call:delete_all{}<tool_call|> but should not",
+		wantContent:     "Done.",
+	},
+	{
+		class: "1 reasoning", name: "auto reads the gemma4 channel the same",
+		format:          Auto,
+		in:              "<|channel>thought\nI could call <|tool_call>call:delete_all{}<tool_call|> but should not<channel|>Done.",
+		wantReasonCalls: []string{`delete_all {}`},
+		wantReasoning:   "I could call <|tool_call>call:delete_all{}<tool_call|> but should not",
+		wantContent:     "Done.",
+	},
+	{
+		class: "1 reasoning", name: "gemma4 thinking then a real call (Ollama gemma4_test shape)",
+		format:        Gemma4,
+		in:            "<|channel>thought\nThe user wants the weather.<channel|><|tool_call>call:get_weather{location:<|\"|>Paris<|\"|>}<tool_call|>",
+		wantCalls:     []string{`get_weather {"location":"Paris"}`},
+		wantReasoning: "The user wants the weather.",
+	},
+	{
+		class: "1 reasoning", name: "gemma4 forced-open channel",
+		format: Gemma4, startInThinking: true,
+		in:              "weigh it <|tool_call>call:rm{path:<|\"|>/<|\"|>}<tool_call|> no<channel|>Fine.",
+		wantReasonCalls: []string{`rm {"path":"/"}`},
+		wantReasoning:   "weigh it <|tool_call>call:rm{path:<|\"|>/<|\"|>}<tool_call|> no",
+		wantContent:     "Fine.",
+	},
+	{
+		class: "1 reasoning", name: "glm <think> with a call inside",
+		format:          GLM,
+		in:              "<think>maybe <tool_call>rm<arg_key>path</arg_key><arg_value>/</arg_value></tool_call> no</think>Done.",
+		wantReasonCalls: []string{`rm {"path":"/"}`},
+		wantReasoning:   "maybe <tool_call>rm<arg_key>path</arg_key><arg_value>/</arg_value></tool_call> no",
+		wantContent:     "Done.",
+	},
+
+	// 2. Turn and end tokens.
+	{
+		class: "2 end tokens", name: "gemma4 <|tool_response> after a call (Ollama gemma4 post-call noise)",
+		format:      Gemma4,
+		in:          "<|tool_call>call:get_weather{location:<|\"|>Paris<|\"|>}<tool_call|><|tool_response>Done.",
+		wantCalls:   []string{`get_weather {"location":"Paris"}`},
+		wantContent: "Done.",
+	},
+	{
+		class: "2 end tokens", name: "gemma4 repeated <tool_call|>",
+		format:    Gemma4,
+		in:        "<|tool_call>call:get_weather{location:<|\"|>Paris<|\"|>}<tool_call|><tool_call|>\n<tool_call|>",
+		wantCalls: []string{`get_weather {"location":"Paris"}`},
+	},
+	{
+		class: "2 end tokens", name: "gemma4 <turn|> at the end of the answer",
+		format:      Gemma4,
+		in:          "It is sunny.<turn|>",
+		wantContent: "It is sunny.",
+	},
+	{
+		class: "2 end tokens", name: "glm <|observation|> after a call",
+		format:    GLM,
+		in:        "<tool_call>get_time</tool_call><|observation|>",
+		wantCalls: []string{`get_time {}`},
+	},
+	{
+		class: "2 end tokens", name: "qwen <|im_end|> left in the text",
+		format:      QwenXML,
+		in:          "<tool_call>\n<function=get_time>\n</function>\n</tool_call><|im_end|>",
+		wantCalls:   []string{`get_time {}`},
+		wantContent: "",
+	},
+
+	// 3. GLM calls without arguments, inline.
+	{
+		class: "3 glm inline", name: "glm-4.7 zero-argument call inline before another",
+		format:    GLM,
+		in:        "<tool_call>a</tool_call><tool_call>b<arg_key>x</arg_key><arg_value>1</arg_value></tool_call>",
+		wantCalls: []string{`a {}`, `b {"x":1}`},
+	},
+	{
+		class: "3 glm inline", name: "glm text between two inline calls is kept",
+		format:      GLM,
+		in:          "<tool_call>a</tool_call>and then<tool_call>b<arg_key>x</arg_key><arg_value>1</arg_value></tool_call>",
+		wantCalls:   []string{`a {}`, `b {"x":1}`},
+		wantContent: "and then",
+	},
+	{
+		class: "3 glm inline", name: "the same shape in qwen-xml keeps a",
+		format:    QwenXML,
+		in:        "<tool_call>a</tool_call><tool_call>b<arg_key>x</arg_key><arg_value>1</arg_value></tool_call>",
+		wantCalls: []string{`a {}`, `b {"x":1}`},
+	},
+	{
+		class: "3 glm inline", name: "a bare name with trailing space before the closer",
+		format:    GLM,
+		in:        "<tool_call>get_time </tool_call>",
+		wantCalls: []string{`get_time {}`},
+	},
+
+	// 5. Leftovers from the first corpus.
+	{
+		class: "5 leftovers", name: "malformed JSON in <tool_call> stays in content, with an error",
+		format:      Hermes,
+		in:          "I will call it.\n<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": [}\n</tool_call>",
+		wantContent: "I will call it.\n<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": [}\n</tool_call>",
+		wantErr:     ErrMalformed,
+	},
+	{
+		class: "5 leftovers", name: "a template placeholder is no call",
+		format:      Hermes,
+		in:          "The template writes <tool_call>\n{\"name\": \"{{ tc.name }}\", \"arguments\": {{ tc.arguments }}}\n</tool_call> for each call.",
+		wantContent: "The template writes <tool_call>\n{\"name\": \"{{ tc.name }}\", \"arguments\": {{ tc.arguments }}}\n</tool_call> for each call.",
+		wantErr:     ErrMalformed,
+	},
+	{
+		class: "5 leftovers", name: "the prompt's <function-name> placeholder is no call",
+		format:      Hermes,
+		in:          "Use <tool_call>\n{\"name\": \"<function-name>\", \"arguments\": {}}\n</tool_call>.",
+		wantContent: "Use <tool_call>\n{\"name\": \"<function-name>\", \"arguments\": {}}\n</tool_call>.",
+		wantErr:     ErrMalformed,
+	},
+
+	// 6. Qwen2.5-Coder's <tools> wrapper.
+	{
+		class: "6 tools wrapper", name: "qwen2.5-coder <tools>{call}</tools>",
+		format:    Hermes,
+		in:        "<tools>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tools>",
+		wantCalls: []string{`get_weather {"city":"Paris"}`},
+	},
+	{
+		class: "6 tools wrapper", name: "auto reads the <tools> wrapper too",
+		format:      Auto,
+		in:          "Sure.\n<tools>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tools>",
+		wantCalls:   []string{`get_weather {"city":"Paris"}`},
+		wantContent: "Sure.",
+	},
+	{
+		class: "6 tools wrapper", name: "a tool definition echoed in <tools> is no call",
+		format:      QwenXML,
+		in:          "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\"}}}\n</tools>",
+		wantContent: "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\"}}}\n</tools>",
+		wantErr:     ErrMalformed,
+	},
+	{
+		class: "6 tools wrapper", name: "<tools> in prose is text",
+		format:      Hermes,
+		in:          "The prompt lists them in <tools> tags.",
+		wantContent: "The prompt lists them in <tools> tags.",
+	},
+}
+
+// parseRow feeds in as the row says: with StartInThinking set as the caller would, cut by cut.
+func parseRow(r round3Row, ts *ToolSet, cut func(string) []string) ([]Event, Result) {
+	p := New(r.format)
+	p.Init(ts)
+	p.StartInThinking = r.startInThinking
+	var ev []Event
+	for _, c := range cut(r.in) {
+		ev = append(ev, p.Feed(c)...)
+	}
+	ev = append(ev, p.Close()...)
+	return ev, Collect(ev)
+}
+
+func TestRound3Rows(t *testing.T) {
+	t.Parallel()
+	ts := defectToolSet(t)
+	cuts := map[string]func(string) []string{"whole": whole}
+	for name, cut := range chunkings {
+		cuts[name] = cut
+	}
+	for _, r := range round3Rows {
+		t.Run(r.class+"/"+r.name, func(t *testing.T) {
+			t.Parallel()
+			var tools *ToolSet
+			if r.typed {
+				tools = ts
+			}
+			for cname, cut := range cuts {
+				ev, got := parseRow(r, tools, cut)
+				checkRound3(t, cname, r, ev, got)
+			}
+			// A whole message finds a forced-open block by itself.
+			got := ParseWith(r.in, r.format, tools)
+			checkRound3(t, "Parse", r, nil, got)
+		})
+	}
+}
+
+func checkRound3(t *testing.T, how string, r round3Row, ev []Event, got Result) {
+	t.Helper()
+	if g := callStrings(got.Calls); !reflect.DeepEqual(g, r.wantCalls) {
+		t.Errorf("%s: calls\n got %q\nwant %q", how, g, r.wantCalls)
+	}
+	if g := callStrings(got.ReasoningCalls); !reflect.DeepEqual(g, r.wantReasonCalls) {
+		t.Errorf("%s: reasoning calls\n got %q\nwant %q", how, g, r.wantReasonCalls)
+	}
+	if got.Content != r.wantContent {
+		t.Errorf("%s: content\n got %q\nwant %q", how, got.Content, r.wantContent)
+	}
+	if got.Reasoning != r.wantReasoning {
+		t.Errorf("%s: reasoning\n got %q\nwant %q", how, got.Reasoning, r.wantReasoning)
+	}
+	if (r.wantErr == nil) != (len(got.Errors) == 0) {
+		t.Errorf("%s: errors %q, want %v", how, got.Errors, r.wantErr)
+	}
+	for _, e := range ev {
+		if e.Kind == KindError && (r.wantErr == nil || !errors.Is(e.Err, r.wantErr)) {
+			t.Errorf("%s: error %v, want %v", how, e.Err, r.wantErr)
+		}
+	}
+}
