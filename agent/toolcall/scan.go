@@ -109,7 +109,7 @@ func (p *Parser) run(s *stream, final bool) {
 // tagSet is a list of tags the scanner looks for, with what it needs to skip most bytes fast.
 type tagSet struct {
 	tags   []string
-	firsts string     // the tags' first bytes: "<", maybe "["
+	firsts string    // the tags' first bytes: "<", maybe "["
 	second [256]bool // the tags' second bytes: "a < b" and "<b>" are passed over without comparing every tag
 }
 
