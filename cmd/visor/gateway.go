@@ -37,6 +37,8 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	store := fs.Bool("store", false, "store the traffic as sessions (searchable with visor sessions search)")
 	db := fs.String("db", "", "conversation database for --store (default ~/.local/share/visor/visor.db)")
 	idle := fs.Duration("idle-unload", 0, "unload a model nobody used for this long (0: the config's, else never)")
+	var cors listFlag
+	fs.Var(&cors, "cors-origin", "an origin (scheme://host[:port]) whose browser pages may call the gateway (repeatable; none by default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,7 +60,8 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		*idle = time.Duration(fc.IdleUnload)
 	}
 	cfg := gateway.Config{APIKey: key, KeyHint: serveKeyHint, MaxQueue: fc.MaxQueue,
-		QueueTimeout: time.Duration(fc.QueueTimeout), IdleUnload: *idle, Logger: logger, VRAM: nvmlVRAM(ctx)}
+		QueueTimeout: time.Duration(fc.QueueTimeout), IdleUnload: *idle, Logger: logger, VRAM: nvmlVRAM(ctx),
+		AllowedOrigins: append(fc.CORSOrigins, cors...)}
 	for _, n := range sortedKeys(fc.Models) {
 		m, err := gatewayModel(n, fc.Models[n], ef, stderr, logger)
 		if err != nil {
@@ -119,7 +122,7 @@ func gatewayConfig(path, name string, ef engineFlags) (gateway.FileConfig, error
 	mc := gateway.ModelConfig{Model: ef.model, MMProj: ef.mmproj, Ctx: ef.ctx, Parallel: ef.parallel, Args: ef.extra,
 		Endpoint: ef.endpoint}
 	if ef.endpoint != "" {
-		mc.Parallel = 0
+		mc.Parallel, mc.APIKey = 0, ef.apiKey
 	}
 	// One model is loaded at start, as `visor web` does: a model that cannot load fails now.
 	return gateway.FileConfig{Models: map[string]gateway.ModelConfig{name: mc}, Preload: []string{name}}, nil
@@ -139,6 +142,8 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 	}
 	if mc.APIKeyEnv != "" {
 		ef.apiKey = os.Getenv(mc.APIKeyEnv)
+	} else if mc.APIKey != "" {
+		ef.apiKey = mc.APIKey
 	}
 	t := turn{engine: ef, noStore: true, agentOptions: agentOptions{maxSteps: 1}, toolFlags: toolFlags{format: "hermes"}}
 	if err := t.validate(); err != nil {

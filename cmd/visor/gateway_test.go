@@ -13,6 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
 )
@@ -35,24 +36,7 @@ func TestGatewayCommand(t *testing.T) {
 	db := filepath.Join(dir, "visor.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, errb := &testkit.LockedBuffer{}, &testkit.LockedBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"gateway", "--config", cfg, "--addr", "127.0.0.1:0", "--store", "--db", db}, strings.NewReader(""), out, errb)
-	}()
-	re := regexp.MustCompile(`endpoint at (http://\S+)/v1 serving tiny`)
-	var base string
-	waitFor(t, "visor gateway to listen", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("gateway exited: %v\n%s", err, errb.String())
-		default:
-		}
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-		return base != ""
-	})
+	base, done, errb := startGateway(t, ctx, "tiny", "--config", cfg, "--addr", "127.0.0.1:0", "--store", "--db", db)
 	// Preloaded: the model answers before any request asked for it.
 	if m := regexp.MustCompile(`visor_gateway_model_loaded\{model="tiny"\} 1`).FindString(get(t, base+"/metrics")); m == "" {
 		t.Fatalf("tiny is not loaded after start:\n%s", get(t, base+"/metrics"))
@@ -80,6 +64,46 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil || !strings.Contains(o, "hello [gateway]") {
 		t.Fatalf("the stored exchange is not searchable: %v\n%s", err, o)
 	}
+}
+
+// startGateway runs `visor gateway ARGS` until ctx ends and returns its base URL once it serves names.
+func startGateway(t *testing.T, ctx context.Context, names string, args ...string) (base string, done chan error, errb *testkit.LockedBuffer) {
+	t.Helper()
+	out := &testkit.LockedBuffer{}
+	errb = &testkit.LockedBuffer{}
+	done = make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"gateway"}, args...), strings.NewReader(""), out, errb) }()
+	re := regexp.MustCompile(`endpoint at (http://\S+)/v1 serving ` + regexp.QuoteMeta(names))
+	waitFor(t, "visor gateway to listen", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("gateway exited: %v\n%s", err, errb.String())
+		default:
+		}
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	return base, done, errb
+}
+
+// TestGatewayEndpointSendsTheKey: `visor gateway --endpoint URL --api-key KEY` sends the key to a real
+// llama-server started with --api-key (without it the server answers 401).
+func TestGatewayEndpointSendsTheKey(t *testing.T) {
+	srv := enginetest.Tiny(t, false, llamacpp.Config{ExtraArgs: []string{"--api-key", "s3cret"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done, errb := startGateway(t, ctx, "remote", "--endpoint", srv.URL(), "--api-key", "s3cret", "--addr", "127.0.0.1:0")
+	oc := openai.DefaultConfig("")
+	oc.BaseURL = base + "/v1"
+	r, err := openai.NewClientWithConfig(oc).CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "remote",
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hello"}}})
+	if err != nil || r.Choices[0].Message.Content != "Hi!" {
+		t.Fatalf("chat through the gateway to a keyed server: %+v %v\n%s", r, err, errb.String())
+	}
+	cancel()
+	<-done
 }
 
 func get(t *testing.T, url string) string {
@@ -119,6 +143,13 @@ func TestGatewayCommandErrorsNameTheFix(t *testing.T) {
 		{[]string{"gateway", "--model", filepath.Join(dir, "x.gguf"), "--addr", "0.0.0.0:8080"}, []string{"--addr", "API key", "VISOR_SERVE_KEY"}},
 		{[]string{"gateway", "--config", write("idle.yaml", "idle_unload: soon\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
 			[]string{"idle.yaml", `"soon" is not a duration: write it as 90s, 15m or 2h`}},
+		{[]string{"gateway", "--config", write("two.yaml", "models:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n---\naddr: 0.0.0.0:8080\n")},
+			[]string{"two.yaml", "line 4: a second YAML document"}},
+		{[]string{"gateway", "--config", write("open.yaml", "addr: 0.0.0.0:8080\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
+			[]string{"0.0.0.0:8080", "API key", "VISOR_SERVE_KEY"}},
+		{[]string{"gateway", "--config", write("noport.yaml", "addr: 0.0.0.0\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
+			[]string{`"0.0.0.0"`, "HOST:PORT"}},
+		{[]string{"gateway", "--config", write("empty.yaml", "")}, []string{"empty.yaml is empty"}},
 		{[]string{"gateway", "--config", write("preload.yaml", "preload: [b]\nmodels:\n  a:\n    endpoint: http://127.0.0.1:9/v1\n")},
 			[]string{`preload: no model "b": name one of a`}},
 	} {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 //	max_queue: 64               # requests waiting for a slot or a swap, beyond which 429
 //	queue_timeout: 2m           # longest wait for a slot or a swap, then 503
 //	preload: [qwen]             # load these at start, so a model that cannot load fails then
+//	cors_origins: [http://localhost:3000]  # browser pages that may call the gateway (none by default)
 //	models:
 //	  qwen:
 //	    model: ~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf
@@ -37,12 +39,14 @@ import (
 //	    api_key_env: BIG_KEY    # the variable holding its key (never the key itself)
 //	    upstream_model: Qwen/Qwen3.6-235B
 type FileConfig struct {
-	Addr         string                 `yaml:"addr"`
-	IdleUnload   Duration               `yaml:"idle_unload"`
-	MaxQueue     int                    `yaml:"max_queue"`
-	QueueTimeout Duration               `yaml:"queue_timeout"`
-	Preload      []string               `yaml:"preload"`
-	Models       map[string]ModelConfig `yaml:"models"`
+	Addr         string   `yaml:"addr"`
+	IdleUnload   Duration `yaml:"idle_unload"`
+	MaxQueue     int      `yaml:"max_queue"`
+	QueueTimeout Duration `yaml:"queue_timeout"`
+	Preload      []string `yaml:"preload"`
+	// CORSOrigins are the origins (scheme://host[:port]) whose browser pages may call the gateway; none by default.
+	CORSOrigins []string               `yaml:"cors_origins"`
+	Models      map[string]ModelConfig `yaml:"models"`
 }
 
 // ModelConfig is one model name: a local GGUF started through the plan, or a remote endpoint.
@@ -60,6 +64,9 @@ type ModelConfig struct {
 
 	// ToolFormat is the text dialect calls left in content are parsed as (auto, hermes, qwen-xml, …).
 	ToolFormat string `yaml:"tool_format"`
+	// APIKey is the endpoint's key given on the command line (--api-key); a file names a variable instead.
+	APIKey string `yaml:"-"`
+
 	// ToolsAsText renders the request's tools into the system prompt (in ToolFormat, hermes by default) and sends
 	// no tools field, so the server sets no grammar and parses nothing; the gateway parses the calls. For servers
 	// or templates whose own tool handling is broken.
@@ -88,7 +95,19 @@ func ParseConfig(path string, data []byte) (FileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return FileConfig{}, fmt.Errorf("%s is empty: name the models in it (models: {NAME: {model: FILE.gguf}})", path)
+		}
 		return FileConfig{}, fmt.Errorf("%s: %w", path, err)
+	}
+	// A second document would be read by nothing: its models and addr would silently not apply.
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := next.Line
+		if err != nil {
+			return FileConfig{}, fmt.Errorf("%s: after the first document: %w", path, err)
+		}
+		return FileConfig{}, fmt.Errorf("%s: line %d: a second YAML document (after ---): the gateway reads one; merge it into the first", path, line)
 	}
 	var errs []error
 	if len(fc.Models) == 0 {

@@ -28,7 +28,8 @@ type Config struct {
 	// APIKey, when set, is required on every request; it must be set to listen off loopback (httpguard).
 	APIKey  string
 	KeyHint string
-	// AllowedHosts and AllowedOrigins widen httpguard's loopback Host and same-origin rules.
+	// AllowedHosts and AllowedOrigins widen httpguard's loopback Host and same-origin rules; a browser page of
+	// an allowed origin is also answered with CORS headers (its preflight included). None are allowed by default.
 	AllowedHosts   []string
 	AllowedOrigins []string
 	// MaxQueue bounds the requests waiting for a slot or a swap (default 64): one more is refused with 429.
@@ -76,6 +77,9 @@ type Gateway struct {
 	metrics *metrics
 	hc      *http.Client
 	mux     *http.ServeMux
+	paths   *http.ServeMux // the routes by path alone, for notFound's 405
+	routes  []route
+	cors    map[string]bool // origins a browser may call from (lower case, no trailing slash)
 	names   []string
 	checked *checkedImages // digests of images that passed intake
 	quit    chan struct{}
@@ -102,7 +106,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	guard, err := httpguard.New(httpguard.Config{Name: "gateway", APIKey: cfg.APIKey, KeyHint: cfg.KeyHint,
-		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins})
+		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, WriteError: statusError})
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +121,16 @@ func New(cfg Config) (*Gateway, error) {
 		// no compression, so bytes pass through as the server wrote them.
 		hc: &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 			MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}}
-	g.mux = http.NewServeMux()
-	g.mux.HandleFunc("POST /v1/chat/completions", g.chat)
-	g.mux.HandleFunc("GET /v1/models", g.models)
-	g.mux.HandleFunc("GET /health", g.health)
-	g.mux.HandleFunc("GET /metrics", g.metricsPage)
+	g.cors = map[string]bool{}
+	for _, o := range cfg.AllowedOrigins {
+		g.cors[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	g.mux, g.paths = http.NewServeMux(), http.NewServeMux()
+	g.handle("/v1/chat/completions", g.chat, http.MethodPost)
+	g.handle("/v1/models", g.models, http.MethodGet)
+	g.handle("/health", g.health, http.MethodGet)
+	g.handle("/metrics", g.metricsPage, http.MethodGet)
+	g.mux.HandleFunc("/", g.notFound)
 	go g.reaper()
 	return g, nil
 }
@@ -146,7 +155,7 @@ func (g *Gateway) Preload(ctx context.Context, name string) error {
 }
 
 // Handler returns the gateway behind httpguard's checks.
-func (g *Gateway) Handler() http.Handler { return g.guard.Handler(g.mux) }
+func (g *Gateway) Handler() http.Handler { return g.edge(g.guard.Handler(g.mux)) }
 
 // ListenAndServe serves on addr until ctx ends; ready is called with the bound address. A non-loopback addr
 // needs the API key.
@@ -244,7 +253,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			apiError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "", "the request body is larger than %d MiB: send fewer or smaller images", mbe.Limit>>20)
+			statusError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d MiB: send fewer or smaller images", mbe.Limit>>20))
 			return
 		}
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "reading the request body: %v", err)
@@ -262,7 +271,9 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	e, ok := g.pool.entries[req.model]
 	if !ok {
-		g.metrics.request(req.model, http.StatusNotFound)
+		// A name nobody configured is counted under one label: a client sending many names must not grow
+		// /metrics (and memory) without bound.
+		g.metrics.request(unknownModel, http.StatusNotFound)
 		if req.model == "" {
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "model_not_found", "model", "no model named: set \"model\" to one of %s", strings.Join(g.names, ", "))
 			return
@@ -367,10 +378,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 		}
 	}
 	if resp.StatusCode != http.StatusOK {
-		copyHeaders(w, resp)
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-		return resp.StatusCode
+		return upstreamError(w, resp)
 	}
 	f, _ := toolcall.ParseFormat(md.ToolFormat)
 	rep := &repairer{g: g, model: md.Name, format: f, req: req, tools: md.ToolsAsText}
@@ -445,6 +453,30 @@ func (g *Gateway) retryUnparsed(w http.ResponseWriter, r *http.Request, md Model
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	return http.StatusOK
+}
+
+// upstreamError passes the engine's refusal on with its status, in OpenAI's shape (llama-server's carries a
+// numeric code, and a remote server's may be anything).
+func upstreamError(w http.ResponseWriter, resp *http.Response) int {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	msg := gjson.GetBytes(b, "error.message").String()
+	if msg == "" {
+		msg = gjson.GetBytes(b, "error").String()
+	}
+	if msg == "" || !gjson.ValidBytes(b) {
+		msg = strings.TrimSpace(string(b))
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+	}
+	if msg == "" {
+		msg = "the engine answered " + resp.Status
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		w.Header().Set("Retry-After", v)
+	}
+	statusError(w, resp.StatusCode, msg)
+	return resp.StatusCode
 }
 
 func parseFailure(b []byte) bool { return bytes.Contains(b, []byte("Failed to parse input at pos")) }

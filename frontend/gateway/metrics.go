@@ -3,14 +3,17 @@ package gateway
 import (
 	"fmt"
 	"io"
-	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/visorhq/visor/engine"
 )
+
+// unknownModel is the model label of requests naming no configured model.
+const unknownModel = "unknown"
 
 // metrics are the gateway's counters, written as Prometheus text by /metrics. Per-model counters live in
 // maps under mu; the hot gauges are atomics.
@@ -117,7 +120,7 @@ func (m *metrics) write(w io.Writer, loaded map[string]bool, vram VRAM) {
 	}
 	sortPairs(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "visor_gateway_requests_total{model=%q,code=%q} %d\n", k[0], k[1], m.requests[k])
+		fmt.Fprintf(w, "visor_gateway_requests_total{model=\"%s\",code=\"%s\"} %d\n", label(k[0]), label(k[1]), m.requests[k])
 	}
 	p("visor_gateway_tool_call_repairs_total", "counter", "Tool calls the gateway parsed from text the server left them in (where: content, reasoning, parse_error).")
 	keys = keys[:0]
@@ -126,7 +129,7 @@ func (m *metrics) write(w io.Writer, loaded map[string]bool, vram VRAM) {
 	}
 	sortPairs(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "visor_gateway_tool_call_repairs_total{model=%q,where=%q} %d\n", k[0], k[1], m.repairs[k])
+		fmt.Fprintf(w, "visor_gateway_tool_call_repairs_total{model=\"%s\",where=\"%s\"} %d\n", label(k[0]), label(k[1]), m.repairs[k])
 	}
 	p("visor_gateway_queue_depth", "gauge", "Requests waiting for a slot or a model swap.")
 	fmt.Fprintf(w, "visor_gateway_queue_depth %d\n", m.queueDepth.Load())
@@ -141,37 +144,40 @@ func (m *metrics) write(w io.Writer, loaded map[string]bool, vram VRAM) {
 		if loaded[n] {
 			v = 1
 		}
-		fmt.Fprintf(w, "visor_gateway_model_loaded{model=%q} %d\n", n, v)
+		fmt.Fprintf(w, "visor_gateway_model_loaded{model=\"%s\"} %d\n", label(n), v)
 	}
 	type col struct {
 		name, typ, help string
-		val             func(*modelStats) float64
+		// val returns false when the series has no value yet (a ratio over nothing): no sample is written.
+		val func(*modelStats) (float64, bool)
 	}
 	cols := []col{
-		{"visor_gateway_tokens_predicted_total", "counter", "Tokens generated (llama-server timings).", func(s *modelStats) float64 { return float64(s.predictedN) }},
-		{"visor_gateway_predicted_seconds_total", "counter", "Time spent generating them.", func(s *modelStats) float64 { return s.predictedSec }},
-		{"visor_gateway_tokens_per_second", "gauge", "Generation speed of the last response.", func(s *modelStats) float64 { return s.lastTPS }},
-		{"visor_gateway_prompt_tokens_total", "counter", "Prompt tokens evaluated (not cached).", func(s *modelStats) float64 { return float64(s.promptN) }},
-		{"visor_gateway_prompt_seconds_total", "counter", "Time spent evaluating prompts (image encoding included).", func(s *modelStats) float64 { return s.promptSec }},
-		{"visor_gateway_draft_tokens_total", "counter", "Speculative draft tokens proposed.", func(s *modelStats) float64 { return float64(s.draftN) }},
-		{"visor_gateway_draft_accepted_total", "counter", "Speculative draft tokens accepted.", func(s *modelStats) float64 { return float64(s.draftOK) }},
-		{"visor_gateway_draft_acceptance_ratio", "gauge", "Accepted over proposed draft tokens (NaN before any draft).", func(s *modelStats) float64 {
+		{"visor_gateway_tokens_predicted_total", "counter", "Tokens generated (llama-server timings).", ok(func(s *modelStats) float64 { return float64(s.predictedN) })},
+		{"visor_gateway_predicted_seconds_total", "counter", "Time spent generating them.", ok(func(s *modelStats) float64 { return s.predictedSec })},
+		{"visor_gateway_tokens_per_second", "gauge", "Generation speed of the last response.", ok(func(s *modelStats) float64 { return s.lastTPS })},
+		{"visor_gateway_prompt_tokens_total", "counter", "Prompt tokens evaluated (not cached).", ok(func(s *modelStats) float64 { return float64(s.promptN) })},
+		{"visor_gateway_prompt_seconds_total", "counter", "Time spent evaluating prompts (image encoding included).", ok(func(s *modelStats) float64 { return s.promptSec })},
+		{"visor_gateway_draft_tokens_total", "counter", "Speculative draft tokens proposed.", ok(func(s *modelStats) float64 { return float64(s.draftN) })},
+		{"visor_gateway_draft_accepted_total", "counter", "Speculative draft tokens accepted.", ok(func(s *modelStats) float64 { return float64(s.draftOK) })},
+		{"visor_gateway_draft_acceptance_ratio", "gauge", "Accepted over proposed draft tokens (no sample before any draft).", func(s *modelStats) (float64, bool) {
 			if s.draftN == 0 {
-				return math.NaN()
+				return 0, false
 			}
-			return float64(s.draftOK) / float64(s.draftN)
+			return float64(s.draftOK) / float64(s.draftN), true
 		}},
-		{"visor_gateway_swap_exposed_seconds_total", "counter", "Swap and load time requests waited for (none of it is hidden: the gateway loads on demand).", func(s *modelStats) float64 { return s.swapWaitSec }},
-		{"visor_gateway_swap_exposed_requests_total", "counter", "Requests that waited for a swap or load.", func(s *modelStats) float64 { return float64(s.swapWaitN) }},
-		{"visor_gateway_load_seconds_total", "counter", "Time engines took to become ready.", func(s *modelStats) float64 { return s.loadSec }},
-		{"visor_gateway_queued_prefills_total", "counter", "Queued requests whose images were evaluated in a spare server slot while they waited.", func(s *modelStats) float64 { return float64(s.aheadN) }},
-		{"visor_gateway_encode_hidden_seconds_total", "counter", "Prompt and image-encode time of those prefills: taken off the requests' time to first token.", func(s *modelStats) float64 { return s.aheadSec }},
+		{"visor_gateway_swap_exposed_seconds_total", "counter", "Swap and load time requests waited for (none of it is hidden: the gateway loads on demand).", ok(func(s *modelStats) float64 { return s.swapWaitSec })},
+		{"visor_gateway_swap_exposed_requests_total", "counter", "Requests that waited for a swap or load.", ok(func(s *modelStats) float64 { return float64(s.swapWaitN) })},
+		{"visor_gateway_load_seconds_total", "counter", "Time engines took to become ready.", ok(func(s *modelStats) float64 { return s.loadSec })},
+		{"visor_gateway_queued_prefills_total", "counter", "Queued requests whose images were evaluated in a spare server slot while they waited.", ok(func(s *modelStats) float64 { return float64(s.aheadN) })},
+		{"visor_gateway_encode_hidden_seconds_total", "counter", "Prompt and image-encode time of those prefills: taken off the requests' time to first token.", ok(func(s *modelStats) float64 { return s.aheadSec })},
 	}
 	models := sortedNames(m.per)
 	for _, c := range cols {
 		p(c.name, c.typ, c.help)
 		for _, n := range models {
-			fmt.Fprintf(w, "%s{model=%q} %g\n", c.name, n, c.val(m.per[n]))
+			if v, ok := c.val(m.per[n]); ok {
+				fmt.Fprintf(w, "%s{model=\"%s\"} %g\n", c.name, label(n), v)
+			}
 		}
 	}
 	if vram != nil {
@@ -183,6 +189,22 @@ func (m *metrics) write(w io.Writer, loaded map[string]bool, vram VRAM) {
 		}
 	}
 }
+
+// ok wraps a series that always has a value.
+func ok(f func(*modelStats) float64) func(*modelStats) (float64, bool) {
+	return func(s *modelStats) (float64, bool) { return f(s), true }
+}
+
+// label escapes a label value as the Prometheus text format wants: backslash, double quote and line feed only
+// (Go's %q escapes tabs and non-ASCII too, which Prometheus rejects, failing the whole scrape).
+func label(v string) string {
+	if !strings.ContainsAny(v, "\\\"\n") {
+		return v
+	}
+	return labelEscaper.Replace(v)
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func sortPairs(k [][2]string) {
 	sort.Slice(k, func(i, j int) bool {

@@ -70,6 +70,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// PageToken requires a token from IssueToken on every request other than GET, HEAD and OPTIONS.
 	PageToken bool
+	// WriteError, when set, writes a refusal instead of Error, for an API whose clients expect their own error
+	// shape (the gateway's OpenAI clients read {"error": {"message": …}}).
+	WriteError func(w http.ResponseWriter, status int, msg string)
 }
 
 // Guard checks requests; it is safe for concurrent use.
@@ -152,7 +155,11 @@ func (g *Guard) Handler(next http.Handler) http.Handler {
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="visor"`)
 			}
-			Error(w, status, "%s", msg)
+			if g.cfg.WriteError != nil {
+				g.cfg.WriteError(w, status, msg)
+			} else {
+				Error(w, status, "%s", msg)
+			}
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
