@@ -26,7 +26,7 @@ import (
 	"github.com/visorhq/visor/internal/redact"
 	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/internal/yamlcheck"
-	"github.com/visorhq/visor/tools"
+	"github.com/visorhq/visor/tools/toolset"
 )
 
 // Spec is one agent.
@@ -514,15 +514,19 @@ func (s *Spec) check(l lines) error {
 		raw, _ := l.value("temperature")
 		return bad(l.key("temperature"), "temperature %s: use a number from 0 to 2 (0 is the most deterministic)", raw)
 	}
-	if err := (tools.BuiltinConfig{Shell: s.AllowShell, ShellLaunchers: s.AllowShellLaunchers, AllowProtected: s.AllowProtected}).Check(); err != nil {
-		line := l.key("allow_shell")
-		if line.line == 0 {
-			line = l.key("allow_shell_launchers")
+	// The tools are checked by the function that builds them, so a file that validates is a file run starts.
+	if err := s.ToolOptions().Check(true); err != nil {
+		var p *toolset.Problem
+		line := l.key("tools")
+		if errors.As(err, &p) && p.Setting == "allow_shell" {
+			if line = l.key("allow_shell"); line.line == 0 {
+				line = l.key("allow_shell_launchers")
+			}
+			if strings.Contains(err.Error(), "protected") && l.key("allow_protected").line > 0 {
+				line = l.key("allow_protected")
+			}
 		}
-		if strings.Contains(err.Error(), "protected") && l.key("allow_protected").line > 0 {
-			line = l.key("allow_protected")
-		}
-		return bad(line, "%v", err)
+		return bad(line, "%v", firstError(err))
 	}
 	if len(s.Steps) > 0 && s.Prompt != "" {
 		return bad(l.key("prompt"), "prompt and steps are both set: keep steps (its first prompt is the first message), or prompt alone")
@@ -599,6 +603,20 @@ func (s *Spec) checkDisk(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// ToolOptions are the tool settings of the file, for toolset.Open (MCP servers aside).
+func (s Spec) ToolOptions() toolset.Options {
+	return toolset.Options{Names: s.Tools, Workspace: s.Workspace, AllowFetch: s.AllowFetch, Shell: s.AllowShell,
+		ShellLaunchers: s.AllowShellLaunchers, AllowProtected: s.AllowProtected}
+}
+
+// firstError is the first of joined errors: a file's problems are reported one at a time, at their line.
+func firstError(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		return firstError(j.Unwrap()[0])
+	}
+	return err
 }
 
 func dotted(path []any) string {

@@ -97,6 +97,9 @@ func TestInvalidFilesNameTheProblem(t *testing.T) {
 		{"allow_shell launcher", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, env]\n", "a.yaml:3:1: run_shell — env runs the program its arguments name"},
 		{"allow_protected typo", "name: a\nmodel: {endpoint: http://x}\nallow_protected: [.gti]\n", `a.yaml:3:1: allow protected ".gti" — not a protected name`},
 		{"mcp url not http", "name: a\nmodel: {endpoint: http://x}\nmcp:\n  - {name: fs, url: 'ftp://h'}\n", "a.yaml:4:5: mcp fs: url \"ftp://h\" is not http(s) — give"},
+		{"tool typo", "name: a\nmodel: {endpoint: http://x}\ntools: [list_dir, read_fiel]\n", `a.yaml:3:1: no built-in tool "read_fiel" — choose from`},
+		{"run_shell not allowed", "name: a\nmodel: {endpoint: http://x}\ntools: [run_shell]\n", "a.yaml:3:1: run_shell runs only the commands it is allowed"},
+		{"fetch_url not allowed", "name: a\nmodel: {endpoint: http://x}\ntools: [fetch_url]\n", "a.yaml:3:1: fetch_url reaches the network only when allowed"},
 		{"not yaml", "name: [\n", "a.yaml:1:1: not valid YAML: did not find expected node content — check the indentation"},
 	}
 	for _, tc := range cases {
@@ -117,6 +120,7 @@ func TestValidFilesPass(t *testing.T) {
 		"name: a\nmodel: {endpoint: http://x}\n---\n", // an empty trailing document holds nothing to ignore
 		"name: a\nmodel: {endpoint: http://x}\ntemperature: 0\nmax_steps: 1\nmax_tokens: 0\n",
 		"name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, sh]\nallow_shell_launchers: [sh]\nallow_protected: [.vscode]\n",
+		"name: a\nmodel: {endpoint: http://x}\ntools: [run_shell, fetch_url, session_search]\nallow_shell: [ls]\nallow_fetch: true\n",
 	} {
 		if _, err := agentfile.Parse([]byte(src), "a.yaml"); err != nil {
 			t.Errorf("%q: %v", src, err)

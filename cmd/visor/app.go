@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
+	"github.com/visorhq/visor/tools/toolset"
 )
 
 // app is what a command needs to run agents: the session service over the engine conductor, the store (nil with
@@ -93,9 +93,9 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	if a.store != nil {
 		searcher = a.store
 	}
-	reg, closeTools, err := t.toolFlags.registry(ctx, logger, searcher)
+	reg, closeTools, err := toolset.Open(ctx, t.toolFlags.options(), searcher, logger)
 	if err != nil {
-		return a, err
+		return a, errors.Join(toolProblems(err)...)
 	}
 	a.closers = append(a.closers, closeTools)
 	format, err := toolcall.ParseFormat(t.toolFlags.format)
@@ -340,28 +340,8 @@ func (t turn) validate() error {
 	if _, err := toolcall.ParseFormat(t.toolFlags.format); err != nil {
 		errs = append(errs, fmt.Errorf("--tool-format: %w", err))
 	}
-	if err := t.toolFlags.builtinConfig().Check(); err != nil {
-		errs = append(errs, fmt.Errorf("--allow-shell, --allow-shell-launcher or --allow-protected: %w", err))
-	}
-	if t.toolFlags.names != "" {
-		if st, err := os.Stat(t.toolFlags.workspace); err != nil || !st.IsDir() {
-			errs = append(errs, fmt.Errorf("--workspace %s: not a folder: give the folder the file tools may use", t.toolFlags.workspace))
-		}
-		known := map[string]bool{memory.SearchToolName: true}
-		for _, tl := range tools.Builtins(tools.BuiltinConfig{Root: "."}) {
-			known[tl.Spec().Name] = true
-		}
-		for _, n := range strings.Split(t.toolFlags.names, ",") {
-			if n = strings.TrimSpace(n); n != "" && !known[n] {
-				names := make([]string, 0, len(known))
-				for k := range known {
-					names = append(names, k)
-				}
-				sort.Strings(names)
-				errs = append(errs, fmt.Errorf("--tools: no built-in tool %q: choose from %s", n, strings.Join(names, ", ")))
-			}
-		}
-	}
+	opts := t.toolFlags.options()
+	errs = append(errs, toolProblems(errors.Join(opts.Check(!t.noStore), opts.CheckWorkspace()))...)
 	for _, p := range t.images {
 		if _, err := (images.Limits{}).ReadFile(expandHome(p)); err != nil {
 			errs = append(errs, fmt.Errorf("--image %s: %w", p, err))

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,10 +15,10 @@ import (
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
-	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
+	"github.com/visorhq/visor/tools/toolset"
 )
 
 // engineFlags are the flags every command that talks to a model shares.
@@ -124,69 +123,32 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 		})
 }
 
-// registry builds the selected tools and connects the MCP servers; close ends those servers. store may be nil
-// (no database), which leaves session_search out.
-func (t *toolFlags) registry(ctx context.Context, logger *slog.Logger, store memory.Searcher) (reg *tools.Registry, close func(), err error) {
-	reg = tools.NewRegistry(tools.WithLogger(logger))
-	var clients []*mcp.Client
-	close = func() {
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}
-	defer func() {
-		if err != nil {
-			close()
-		}
-	}()
-	for _, sc := range t.mcp {
-		sc.Logger = logger
-		c, err := mcp.Connect(ctx, sc)
-		if err != nil {
-			return nil, close, fmt.Errorf("--mcp %s: %w", sc.Name, err)
-		}
-		clients = append(clients, c)
-		if err := c.Register(reg); err != nil {
-			return nil, close, fmt.Errorf("--mcp %s: %w", sc.Name, err)
-		}
-	}
-	if t.names == "" {
-		return reg, close, nil
-	}
-	root, err := filepath.Abs(t.workspace)
-	if err != nil {
-		return nil, close, fmt.Errorf("--workspace: %w", err)
-	}
-	cfg := t.builtinConfig()
-	cfg.Root = root
-	all := tools.Builtins(cfg)
-	if store != nil {
-		all = append(all, memory.SearchTool(store, ""))
-	} else if strings.Contains(","+t.names+",", ","+memory.SearchToolName+",") {
-		return nil, close, fmt.Errorf("--tools: %s searches the conversation database, which --no-store turns off", memory.SearchToolName)
-	}
-	sel, err := tools.Select(all, strings.Split(t.names, ",")...)
-	if err != nil {
-		return nil, close, fmt.Errorf("--tools: %w", err)
-	}
-	for _, tl := range sel {
-		if err := reg.Register(tl); err != nil {
-			return nil, close, err
-		}
-	}
-	return reg, close, nil
+// options are the tool settings the flags give.
+func (t *toolFlags) options() toolset.Options {
+	return toolset.Options{Names: toolset.Split(t.names), Workspace: t.workspace, AllowFetch: t.fetch,
+		Shell: toolset.Split(t.shell), ShellLaunchers: toolset.Split(t.launchers), AllowProtected: toolset.Split(t.protected),
+		MCP: t.mcp}
 }
 
-// builtinConfig is the built-in tools' settings from the flags, Root aside.
-func (t *toolFlags) builtinConfig() tools.BuiltinConfig {
-	split := func(v string) []string {
-		if v == "" {
-			return nil
-		}
-		return strings.Split(v, ",")
+// toolProblems names the flag each of the tool settings' problems is about.
+func toolProblems(err error) []error {
+	if err == nil {
+		return nil
 	}
-	return tools.BuiltinConfig{AllowFetch: t.fetch, Shell: split(t.shell), ShellLaunchers: split(t.launchers),
-		AllowProtected: split(t.protected)}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, toolProblems(e)...)
+		}
+		return out
+	}
+	var p *toolset.Problem
+	if !errors.As(err, &p) {
+		return []error{err}
+	}
+	flag := map[string]string{"tools": "--tools: ", "workspace": "--workspace ",
+		"allow_shell": "--allow-shell, --allow-shell-launcher or --allow-protected: "}[p.Setting]
+	return []error{fmt.Errorf("%s%w", flag, err)}
 }
 
 func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

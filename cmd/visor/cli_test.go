@@ -209,3 +209,40 @@ func TestChatLineProtocolSkipsAHugeLine(t *testing.T) {
 		t.Fatalf("lines %q", got)
 	}
 }
+
+// TestValidateReportsWhatRunRefuses: visor validate checks an agent file as visor run loads it (a step image that
+// is missing, a misspelled tool, run_shell without allowed commands) and a gateway models file as one, not as an
+// agent.
+func TestValidateReportsWhatRunRefuses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		file, src, want string
+	}{
+		{"steps.yaml", "name: a\nsteps:\n  - prompt: look\n    images: [gone.png]\n", "step 1: image " + filepath.Join(dir, "gone.png") + " does not exist"},
+		{"typo.yaml", "name: a\ntools: [list_dir, raed_file]\n", `typo.yaml:2:1: no built-in tool "raed_file"`},
+		{"shell.yaml", "name: a\ntools: [run_shell]\n", "shell.yaml:2:1: run_shell runs only the commands it is allowed"},
+		{"gw.yaml", "models:\n  qwen:\n    model: /nope/q.gguf\n    parallel: -1\n", "gw.yaml"},
+	} {
+		p := write(c.file, c.src)
+		code, out, _ := visorExit(t, "", "validate", p)
+		if code != 1 || !strings.Contains(out, c.want) {
+			t.Errorf("validate %s: exit %d\n%s\nwant %q", c.file, code, out, c.want)
+		}
+		if strings.Contains(out, "name is missing") {
+			t.Errorf("validate %s read a gateway models file as an agent file:\n%s", c.file, out)
+		}
+	}
+	ok := write("models.yaml", "models:\n  tiny:\n    model: ~/m.gguf\n")
+	shell := write("shell-ok.yaml", "name: a\ntools: [run_shell, fetch_url]\nallow_shell: [ls]\nallow_fetch: true\n")
+	code, out, _ := visorExit(t, "", "validate", ok, shell)
+	if code != 0 || !strings.Contains(out, ok+": ok (gateway models file)") || !strings.Contains(out, shell+": ok") {
+		t.Fatalf("validate good files: exit %d\n%s", code, out)
+	}
+}

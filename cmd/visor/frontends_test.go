@@ -212,9 +212,17 @@ func (o *oneShot) send(t *testing.T, text string, image []byte) (string, error) 
 		if o.mmproj != "" {
 			src += "  mmproj: " + o.mmproj + "\n"
 		}
-		for i := 0; i+1 < len(o.flags); i++ {
-			if o.flags[i] == "--ctx" {
+		for i := 0; i < len(o.flags); i++ {
+			switch {
+			case o.flags[i] == "--allow-fetch":
+				src += "allow_fetch: true\n"
+			case i+1 == len(o.flags):
+			case o.flags[i] == "--ctx":
 				src += "  ctx: " + o.flags[i+1] + "\n"
+			case o.flags[i] == "--tools":
+				src += "tools: [" + o.flags[i+1] + "]\n"
+			case o.flags[i] == "--allow-shell":
+				src += "allow_shell: [" + o.flags[i+1] + "]\n"
 			}
 		}
 		if err := os.WriteFile(yml, []byte(src), 0o644); err != nil {
@@ -257,6 +265,8 @@ type chatDriver struct {
 	dir  string
 }
 
+var turnError = regexp.MustCompile(`(?m)^(> )?error: `)
+
 func startChat(t *testing.T, flags []string) *chatDriver {
 	r, w := io.Pipe()
 	c := &chatDriver{in: w, out: &testkit.LockedBuffer{}, errb: &testkit.LockedBuffer{}, done: make(chan error, 1), dir: t.TempDir()}
@@ -285,8 +295,9 @@ func (c *chatDriver) send(t *testing.T, text string, image []byte) (string, erro
 	fmt.Fprintln(c.in, text)
 	waitFor(t, "the turn to end", func() bool { return strings.Contains(strings.TrimPrefix(c.errb.String(), mark), " steps, ") })
 	s := strings.TrimPrefix(c.errb.String(), mark)
-	if i := strings.Index(s, "error: "); i >= 0 {
-		return "", fmt.Errorf("%s", s[i:])
+	// The chat reports a failed turn on a line of its own; "← error:" is a tool's result, which the model reads.
+	if loc := turnError.FindStringIndex(s); loc != nil {
+		return "", fmt.Errorf("%s", s[loc[0]:])
 	}
 	lines := strings.Split(strings.TrimSpace(c.out.String()), "\n")
 	return lines[len(lines)-1], nil
@@ -590,6 +601,45 @@ func TestImageIntakeInEveryFrontEnd(t *testing.T) {
 					cfg.Width, cfg.Height, err)
 			}
 		})
+	}
+}
+
+// TestToolsThatNeedPermissionInEveryFrontEnd: run_shell with --allow-shell and fetch_url with --allow-fetch (in
+// run, the agent file's allow_shell and allow_fetch) are offered to the model and called in every front end. The
+// check before the start once built its list of tools without the allow settings and refused both.
+func TestToolsThatNeedPermissionInEveryFrontEnd(t *testing.T) {
+	enginetest.Binary(t)
+	dir, chat, ws := tinyWorkspace(t)
+	_ = dir
+	for _, c := range []struct {
+		tool  string
+		flags []string
+	}{
+		{"run_shell", []string{"--tools", "run_shell", "--allow-shell", "ls"}},
+		{"fetch_url", []string{"--tools", "fetch_url", "--allow-fetch"}},
+	} {
+		for _, fe := range frontEnds {
+			t.Run(c.tool+"/"+fe, func(t *testing.T) {
+				db := filepath.Join(t.TempDir(), "v.db")
+				d := startFrontEnd(t, fe, chat, "", db, append([]string{"--workspace", ws}, c.flags...)...)
+				defer d.close(t)
+				// The tiny model calls the only tool it is offered, with "." for its string argument: ls and
+				// the fetch refuse it, and the model answers after the tool's result.
+				answer, err := d.send(t, "use your tool", nil)
+				if err != nil || answer != "Hi!" {
+					t.Fatalf("answer %q, %v\n%s", answer, err, d.stderr())
+				}
+				called := false
+				for _, m := range storedMessages(t, db) {
+					for _, tc := range m.ToolCalls {
+						called = called || tc.Name == c.tool
+					}
+				}
+				if !called {
+					t.Fatalf("no %s call stored\n%s", c.tool, d.stderr())
+				}
+			})
+		}
 	}
 }
 

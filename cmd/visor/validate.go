@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/config"
+	"github.com/visorhq/visor/frontend/gateway"
+	"gopkg.in/yaml.v3"
 )
 
 // cmdValidate is `visor validate FILE…`: it checks agent files (and config files, by their name config.yaml)
@@ -26,12 +29,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	bad := 0
 	for _, path := range fs.Args() {
-		if err := validateFile(path); err != nil {
+		kind, err := validateFile(path)
+		if err != nil {
 			bad++
 			fmt.Fprintln(stdout, err)
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok\n", path)
+		fmt.Fprintf(stdout, "%s: ok%s\n", path, kind)
 	}
 	if bad > 0 {
 		return fmt.Errorf("validate: %d of %d files have problems", bad, fs.NArg())
@@ -39,18 +43,58 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func validateFile(path string) error {
+// validateFile checks path as what it is: the config file (by its name), a gateway models file (models whose
+// entries name a `model:` file, or gateway settings; also by the name models.yaml), or an agent file, which is
+// checked as `visor run` loads it: the files it names on disk included.
+func validateFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, errors.Unwrap(err))
+		return "", fmt.Errorf("%s: %w", path, errors.Unwrap(err))
 	}
+	switch fileKind(path, b) {
+	case "config":
+		_, err = config.Parse(b, path)
+		return "", err
+	case "gateway":
+		if _, err = gateway.ParseConfig(path, b); err != nil && !strings.HasPrefix(err.Error(), path) {
+			err = fmt.Errorf("%s (a gateway models file): %w", path, err)
+		}
+		return " (gateway models file)", err
+	}
+	_, err = agentfile.Load(path)
+	return "", err
+}
+
+// fileKind tells the three YAML files visor reads apart: "config", "gateway" or "agent".
+func fileKind(path string, data []byte) string {
 	switch filepath.Base(path) {
 	case "config.yaml", "config.yml":
-		_, err = config.Parse(b, path)
-	default:
-		_, err = agentfile.Parse(b, path)
+		return "config"
+	case "models.yaml", "models.yml":
+		return "gateway"
 	}
-	return err
+	var top map[string]yaml.Node
+	if yaml.Unmarshal(data, &top) != nil {
+		return "agent"
+	}
+	if _, ok := top["name"]; ok {
+		return "agent"
+	}
+	for _, k := range []string{"addr", "idle_unload", "max_queue", "queue_timeout", "preload"} {
+		if _, ok := top[k]; ok {
+			return "gateway"
+		}
+	}
+	var models map[string]map[string]yaml.Node
+	if m, ok := top["models"]; ok && m.Decode(&models) == nil {
+		for _, entry := range models {
+			if _, ok := entry["model"]; ok {
+				return "gateway" // the config file's models name theirs with path:
+			}
+		}
+		return "config"
+	}
+	return "agent"
 }
 
 // cmdSchema is `visor schema agent|config`: the JSON Schema visor checks those files by.
