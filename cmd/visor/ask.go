@@ -15,6 +15,7 @@ import (
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
@@ -284,17 +285,21 @@ func (o *agentOptions) registerExplain(fs *flag.FlagSet) {
 	fs.BoolVar(&o.explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 }
 
-// printer renders a turn's events: answer text on stdout, tool activity and speed on stderr.
+// printer renders a turn's events: answer text on stdout, tool activity and speed on stderr. Everything it
+// writes passes termtext: the answer, the reasoning, tool calls and results come from the model, tools and MCP
+// servers, and must not drive the terminal.
 type printer struct {
-	stdout, stderr io.Writer
-	showReasoning  bool
-	explain        bool
-	start          time.Time
-	generated      int
-	lastTPS        float64
-	ttft           time.Duration
-	thought        int
-	midLine        bool
+	stdout        *termtext.Writer // the streamed answer
+	thinking      *termtext.Writer // the streamed reasoning, on stderr
+	stderr        io.Writer
+	showReasoning bool
+	explain       bool
+	start         time.Time
+	generated     int
+	lastTPS       float64
+	ttft          time.Duration
+	thought       int
+	midLine       bool
 }
 
 // openSession opens the session --session names (a new one titled title without it).
@@ -321,43 +326,53 @@ func (t turn) printer(stdout, stderr io.Writer) *printer {
 }
 
 func newPrinter(stdout, stderr io.Writer, showReasoning bool) *printer {
-	return &printer{stdout: stdout, stderr: stderr, showReasoning: showReasoning, start: time.Now()}
+	return &printer{stdout: termtext.NewWriter(stdout), thinking: termtext.NewWriter(stderr), stderr: stderr,
+		showReasoning: showReasoning, start: time.Now()}
+}
+
+// line writes one line on stderr, cleaned; the reasoning streamed before it is flushed first.
+func (p *printer) line(format string, args ...any) {
+	_ = p.thinking.Flush()
+	fmt.Fprintln(p.stderr, termtext.Clean(fmt.Sprintf(format, args...)))
+}
+
+// endAnswer ends the answer's line and shows what its stream held back (an unfinished escape, a link's target).
+func (p *printer) endAnswer() {
+	_ = p.stdout.Flush()
+	if p.midLine {
+		fmt.Fprintln(p.stdout)
+		p.midLine = false
+	}
 }
 
 func (p *printer) event(ev agent.Event) {
 	switch e := ev.(type) {
 	case agent.Token:
-		fmt.Fprint(p.stdout, e.Text)
+		io.WriteString(p.stdout, e.Text)
 		p.midLine = !strings.HasSuffix(e.Text, "\n")
 	case agent.ReasoningToken:
 		p.thought += len(e.Text)
 		if p.showReasoning {
-			fmt.Fprint(p.stderr, e.Text)
+			io.WriteString(p.thinking, e.Text)
 		}
 	case agent.Notice:
-		fmt.Fprintln(p.stderr, e.Text)
+		p.line("%s", e.Text)
 	case agent.Explain:
 		if p.explain {
-			if p.midLine {
-				fmt.Fprintln(p.stdout)
-				p.midLine = false
-			}
-			fmt.Fprintf(p.stderr, "explain: %s\n", e.Text)
+			p.endAnswer()
+			p.line("explain: %s", e.Text)
 		}
 	case agent.ToolCallStarted:
-		if p.midLine {
-			fmt.Fprintln(p.stdout)
-			p.midLine = false
-		}
-		fmt.Fprintf(p.stderr, "→ %s %s\n", e.Call.Name, e.Call.Arguments)
+		p.endAnswer()
+		p.line("→ %s %s", e.Call.Name, e.Call.Arguments)
 	case agent.ToolCallFinished:
 		mark := "←"
 		if e.Result.IsError {
 			mark = "← error:"
 		}
-		fmt.Fprintf(p.stderr, "%s %s (%s)\n", mark, oneLine(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
+		p.line("%s %s (%s)", mark, oneLine(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
 	case agent.ParseError:
-		fmt.Fprintf(p.stderr, "! %s\n", oneLine(e.Text, 200))
+		p.line("! %s", oneLine(e.Text, 200))
 	case agent.StepFinished:
 		for _, m := range e.Messages {
 			if m.Role == "assistant" && m.Timings != nil {
@@ -372,15 +387,12 @@ func (p *printer) event(ev agent.Event) {
 }
 
 func (p *printer) finish(f agent.Finished) {
-	if p.midLine {
-		fmt.Fprintln(p.stdout)
-		p.midLine = false
-	}
+	p.endAnswer()
 	thinking := ""
 	if p.thought > 0 && !p.showReasoning {
 		thinking = fmt.Sprintf(", %d bytes of reasoning hidden (--show-reasoning)", p.thought)
 	}
-	fmt.Fprintf(p.stderr, "[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]\n", f.Steps,
+	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", f.Steps,
 		p.generated, p.lastTPS, p.ttft.Round(time.Millisecond), time.Since(p.start).Round(time.Millisecond), thinking)
 	p.generated, p.ttft, p.thought, p.start = 0, 0, 0, time.Now()
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/visorhq/visor/frontend/tui"
+	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/session"
 )
 
@@ -150,7 +151,7 @@ func (c *chat) line(l string) error {
 	case strings.HasPrefix(l, "/image "):
 		return c.attach(strings.TrimSpace(strings.TrimPrefix(l, "/image ")))
 	case strings.HasPrefix(l, "/"):
-		fmt.Fprintf(c.stderr, "unknown command %s\n%s", strings.Fields(l)[0], chatHelp)
+		fmt.Fprintf(c.stderr, "unknown command %s\n%s", termtext.Clean(strings.Fields(l)[0]), chatHelp)
 		return nil
 	}
 	return c.send(l)
@@ -160,15 +161,15 @@ func (c *chat) line(l string) error {
 func (c *chat) attach(path string) error {
 	data, err := c.app.limits.Read(expandHome(path))
 	if err != nil {
-		fmt.Fprintf(c.stderr, "/image %s: %v\n", path, err)
+		fmt.Fprintln(c.stderr, termtext.Clean(fmt.Sprintf("/image %s: %v", path, err)))
 		return nil
 	}
 	im, err := c.sess.Attach(c.ctx, data)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "/image %s: %v\n", path, err)
+		fmt.Fprintln(c.stderr, termtext.Clean(fmt.Sprintf("/image %s: %v", path, err)))
 		return nil
 	}
-	fmt.Fprintf(c.stderr, "(attached %s, %d bytes; encoding it now)\n", path, len(im.Data))
+	fmt.Fprintf(c.stderr, "(attached %s, %d bytes; encoding it now)\n", termtext.Clean(path), len(im.Data))
 	return nil
 }
 
@@ -179,7 +180,7 @@ func (c *chat) send(text string) error {
 	p.finish(res.Finished)
 	if err != nil && c.ctx.Err() == nil {
 		// A failed turn is reported and the chat goes on; the user can retry or quit.
-		fmt.Fprintf(c.stderr, "error: %v\n", err)
+		fmt.Fprintln(c.stderr, "error:", termtext.Clean(err.Error()))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 )
@@ -162,6 +163,10 @@ func printCosts(ctx context.Context, db string, asJSON bool, stdout io.Writer) e
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
+	// Model paths and GPU names are stored text: clean them as every stored text shown on a terminal.
+	clean := termtext.NewWriter(stdout)
+	defer clean.Flush()
+	stdout = clean
 	if len(models) == 0 {
 		_, err := fmt.Fprintln(stdout, "no measured engine costs yet: they are kept as `visor ask`, `chat` or `web` run a model")
 		return err

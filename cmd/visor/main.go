@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/visorhq/visor/internal/termtext"
 )
 
 const usage = `visor — an agent runtime for local models on llama-server
@@ -50,10 +52,11 @@ func main() {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &ue):
-		fmt.Fprintln(os.Stderr, "visor", ue)
+		fmt.Fprintln(os.Stderr, "visor", termtext.Clean(ue.Error()))
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "visor:", err)
+		// An error may quote a file name, a server's answer or a model's text: it must not drive the terminal.
+		fmt.Fprintln(os.Stderr, "visor:", termtext.Clean(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/visorhq/visor/memory"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/memory"
 )
 
 const sessionsUsage = `usage: visor sessions <command>
@@ -51,7 +53,12 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		if err != nil {
 			return err
 		}
-		return store.Export(ctx, id, "md", stdout, "")
+		// A stored answer or title may come from a gateway client or a web user: it must not drive the terminal.
+		w := termtext.NewWriter(stdout)
+		if err := store.Export(ctx, id, "md", w, ""); err != nil {
+			return err
+		}
+		return w.Flush()
 	case "search":
 		var q memory.Query
 		fs.StringVar(&q.SessionID, "session", "", "only this session")
@@ -202,11 +209,15 @@ func cliList(ctx context.Context, store *memory.Store, f memory.SessionFilter, s
 		if s.OpenTurn {
 			title += " [turn open]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"),
-			dash(s.Agent), dash(s.Model), s.MessageCount, strings.TrimSpace(title))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(s.ID), s.UpdatedAt.Local().Format("2006-01-02 15:04"),
+			cell(dash(s.Agent)), cell(dash(s.Model)), s.MessageCount, cell(title))
 	}
 	return tw.Flush()
 }
+
+// cell is stored text as one table cell: on one line, and cleaned, since titles and names may come from any
+// client of the store (a gateway request, a web user) and must not drive the terminal.
+func cell(s string) string { return termtext.Clean(strings.Join(strings.Fields(s), " ")) }
 
 func dash(s string) string {
 	if s == "" {
@@ -229,8 +240,8 @@ func cliSearch(ctx context.Context, store *memory.Store, q memory.Query, stdout 
 		if h.ToolRunID != 0 {
 			where = fmt.Sprintf("tool run %d", h.ToolRunID)
 		}
-		fmt.Fprintf(stdout, "%s  %s  %s  %s  %s\n    %s\n", h.SessionID, h.CreatedAt.Local().Format("2006-01-02 15:04"),
-			h.Role, where, dash(h.SessionTitle), oneLine(h.Snippet, 200))
+		fmt.Fprintf(stdout, "%s  %s  %s  %s  %s\n    %s\n", cell(h.SessionID), h.CreatedAt.Local().Format("2006-01-02 15:04"),
+			cell(h.Role), where, cell(dash(h.SessionTitle)), termtext.Clean(oneLine(h.Snippet, 200)))
 	}
 	return nil
 }
@@ -240,7 +251,14 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, memory.ErrInvalidInput)
 	}
 	if dir == "" {
-		return store.Export(ctx, id, format, stdout, "")
+		if !isTerminal(stdout) {
+			return store.Export(ctx, id, format, stdout, "") // a file or a pipe gets the text as stored
+		}
+		w := termtext.NewWriter(stdout)
+		if err := store.Export(ctx, id, format, w, ""); err != nil {
+			return err
+		}
+		return w.Flush()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("visor sessions export: --out %s: %w", dir, err)
@@ -263,6 +281,6 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("visor sessions export: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote %s\n", path)
+	fmt.Fprintf(stdout, "wrote %s\n", termtext.Clean(path))
 	return nil
 }

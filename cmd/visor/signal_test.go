@@ -23,6 +23,10 @@ func TestMain(m *testing.M) {
 		serveSlowMCP()
 		return
 	}
+	if os.Getenv(hostileMCPEnv) != "" {
+		serveHostileMCP()
+		return
+	}
 	if os.Getenv("VISOR_TEST_AS_MAIN") != "" {
 		main()
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -79,7 +80,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetIndent("", "  ")
 		return enc.Encode(steps)
 	}
-	fmt.Fprintf(stdout, "session %s\n", id)
+	fmt.Fprintf(stdout, "session %s\n", termtext.Clean(id))
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "step\tprompt\tcached\timages\tprefilled ahead\tfirst token\ttokens\ttokens/s\tdraft accepted")
 	for i, s := range steps {
@@ -103,7 +104,8 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if e.Kind == memory.EnginePrefill || e.Kind == memory.EnginePrefillWait {
 			continue
 		}
-		fmt.Fprintf(stdout, "engine %s at %s (%s) %s\n", e.Kind, e.At.Format(time.TimeOnly), e.Duration.Round(time.Millisecond), e.Detail)
+		// The detail quotes the engine (an error, a path): it must not drive the terminal.
+		fmt.Fprintf(stdout, "engine %s at %s (%s) %s\n", termtext.Clean(string(e.Kind)), e.At.Format(time.TimeOnly), e.Duration.Round(time.Millisecond), termtext.Clean(string(e.Detail)))
 	}
 	return nil
 }

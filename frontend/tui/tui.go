@@ -15,6 +15,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/internal/termtext"
 )
 
 // Options configure Run.
@@ -571,16 +572,20 @@ func (m *model) refresh() {
 
 func (m *model) render(e *entry, w int) string {
 	wrap := lipgloss.NewStyle().Width(w)
+	// Every entry's text comes from the model, a tool, an MCP server or the store: it is shown, never obeyed by
+	// the terminal (escapes, a carriage return that hides the text before it, bidi overrides). Cleaning the
+	// whole text, not each token, keeps a sequence split across tokens whole.
+	text, title := termtext.Clean(e.text), termtext.Clean(e.title)
 	switch e.kind {
 	case userEntry:
-		return wrap.Render(userStyle.Render("you › ") + e.text)
+		return wrap.Render(userStyle.Render("you › ") + text)
 	case assistantEntry:
 		if e.rendered != "" && e.renderedWidth == w && !e.streaming {
 			return e.rendered
 		}
-		out := e.text
+		out := text
 		if m.md != nil {
-			if r, err := m.md.Render(e.text); err == nil {
+			if r, err := m.md.Render(text); err == nil {
 				out = strings.Trim(r, "\n")
 			}
 		}
@@ -592,26 +597,26 @@ func (m *model) render(e *entry, w int) string {
 		if !m.expanded {
 			return thinkStyle.Render(fmt.Sprintf("thought for %d bytes", len(e.text)) + foldedMarker)
 		}
-		return wrap.Render(thinkStyle.Render(e.text))
+		return wrap.Render(thinkStyle.Render(text))
 	case callEntry:
-		return wrap.Render(callStyle.Render("→ " + oneLineIf(e.title, !m.expanded, w-4)))
+		return wrap.Render(callStyle.Render("→ " + oneLineIf(title, !m.expanded, w-4)))
 	case resultEntry:
 		st := resultStyle
 		mark := "← "
 		if e.isErr {
 			st, mark = errStyle, "← error: "
 		}
-		head := mark + e.title
+		head := mark + title
 		if !m.expanded {
-			lines := strings.Count(strings.TrimRight(e.text, "\n"), "\n") + 1
-			body := oneLine(e.text, max(10, w-len(head)-24))
+			lines := strings.Count(strings.TrimRight(text, "\n"), "\n") + 1
+			body := oneLine(text, max(10, w-len(head)-24))
 			return st.Render(fmt.Sprintf("%s: %s (%d line%s)%s", head, body, lines, plural(lines), foldedMarker))
 		}
-		return wrap.Render(st.Render(head + "\n" + e.text))
+		return wrap.Render(st.Render(head + "\n" + text))
 	case errorEntry:
-		return wrap.Render(errStyle.Render("! " + e.text))
+		return wrap.Render(errStyle.Render("! " + text))
 	default:
-		return wrap.Render(noticeStyle.Render(e.text))
+		return wrap.Render(noticeStyle.Render(text))
 	}
 }
 
@@ -646,7 +651,7 @@ func (m *model) pickerView() string {
 	for i := start; i < len(m.picker.list) && i < start+h; i++ {
 		s := m.picker.list[i]
 		line := fmt.Sprintf("%s  %s  %-16s %3d msgs  %s", short(s.ID), s.Updated.Format("2006-01-02 15:04"),
-			oneLine(s.Model, 16), s.Messages, s.Title)
+			oneLine(termtext.Clean(s.Model), 16), s.Messages, termtext.Clean(s.Title))
 		line = oneLine(line, m.width-1)
 		if i == m.picker.sel {
 			line = pickerSel.Render(line)
@@ -667,7 +672,7 @@ func (m *model) noticeLine() string {
 	if m.notice != "" {
 		parts = append(parts, m.notice)
 	}
-	return noticeStyle.Render(oneLine(strings.Join(parts, " · "), max(10, m.width-1)))
+	return noticeStyle.Render(oneLine(termtext.Clean(strings.Join(parts, " · ")), max(10, m.width-1)))
 }
 
 // StatusLine formats s as the status line shows it.
