@@ -213,7 +213,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launch
 			seen.remote(engine.RedactURL(e.endpoint))
 			return conductor.Remote{Addr: e.endpoint}, nil
 		}
-		if last == nil {
+		if last == nil && !e.own {
 			if _, st, ok := findServed(ctx, e); ok {
 				fmt.Fprintf(stderr, "reusing the engine `visor serve` (pid %d) runs at %s\n", st.VisorPID, st.URL)
 				seen.remote("visor serve " + filepath.Base(e.model))

@@ -29,6 +29,9 @@ type engineFlags struct {
 	extra                                   listFlag
 	plan, gpu, cacheType                    string
 	warmup                                  bool
+	// own: the engine is this process's alone (a gateway's, which it unloads and swaps): never reuse one that
+	// another process advertises.
+	own bool
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -137,6 +138,8 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 		ef.ctx = mc.Ctx
 	}
 	ef.parallel = max(mc.Parallel, 1)
+	// The gateway unloads and swaps its engines, which it cannot do to another process's.
+	ef.own = true
 	if len(mc.Args) > 0 {
 		ef.extra = append(envServerArgs(), mc.Args...)
 	}
@@ -159,17 +162,20 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 	}
 	m.Open = func() gateway.Engine {
 		launch := launcher(ef, stderr, logger, nil)
-		var advertised string
+		var advertised, url string
 		c := conductor.New(conductor.Config{APIKey: ef.apiKey, Logger: logger,
 			Launch: func(ctx context.Context, mode string) (conductor.Process, error) {
 				p, err := launch(ctx, mode)
 				if srv, ok := p.(*llamacpp.Server); ok && err == nil {
-					advertised = advertise(ef, srv)
+					// Another process's live engine for the same model stays the advertised one.
+					if _, _, taken := findServed(ctx, ef); !taken {
+						advertised, url = advertise(ef, srv), srv.URL()
+					}
 				}
 				return p, err
 			}})
 		return closer{c, func() {
-			if advertised != "" {
+			if advertised != "" && advertisedURL(advertised) == url {
 				_ = os.Remove(advertised)
 			}
 		}}
@@ -187,6 +193,19 @@ func (c closer) Close(ctx context.Context) error {
 	err := c.Conductor.Close(ctx)
 	c.after()
 	return err
+}
+
+// advertisedURL is the engine address an advertisement file names, "" when unreadable.
+func advertisedURL(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var st serveState
+	if json.Unmarshal(b, &st) != nil {
+		return ""
+	}
+	return st.URL
 }
 
 // nvmlVRAM reads the first GPU's memory for /metrics, or nil without NVML.

@@ -48,6 +48,16 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil || r.Choices[0].Message.Content != "Hi!" {
 		t.Fatalf("chat through visor gateway: %+v %v\n%s", r, err, errb.String())
 	}
+	// A second gateway on the same model starts an engine of its own: it could not unload another's.
+	ctx2, cancel2 := context.WithCancel(ctx)
+	base2, done2, errb2 := startGateway(t, ctx2, "tiny", "--config", cfg, "--addr", "127.0.0.1:0")
+	if strings.Contains(errb2.String(), "reusing") || !strings.Contains(get(t, base2+"/metrics"), `visor_gateway_model_loaded{model="tiny"} 1`) {
+		t.Fatalf("the second gateway did not start its own engine:\n%s", errb2.String())
+	}
+	cancel2()
+	if err := <-done2; err != nil {
+		t.Fatalf("second gateway: %v", err)
+	}
 	// The gateway's engine is advertised like a `visor serve` one.
 	if o, e, err := visor(t, "ask", "hi", "--model", chat, "--ctx", "4096", "--server-arg", "-t", "--server-arg", "2", "--no-store"); err != nil ||
 		!strings.Contains(e, "reusing the engine") || strings.TrimSpace(o) != "Hi!" {

@@ -41,6 +41,17 @@ case "$gpu" in
   *) fail "VISOR_ENGINE_GPU=$gpu: use auto, vulkan, cuda or off" ;;
 esac
 
+# Two installs at once (two test runs, `visor engine install` beside a script) would unpack into the same folders
+# and break each other: the second waits for the first, then finds its engine installed.
+mkdir -p "$dir"
+if command -v flock >/dev/null; then
+  exec 9>"$dir/.install.lock"
+  if ! flock -n 9; then
+    say "another install into $dir is running: waiting for it (at most 15 minutes)"
+    flock -w 900 9 || fail "another install still holds $dir/.install.lock after 15 minutes: stop it, or remove the lock file if none runs"
+  fi
+fi
+
 has_backend() { compgen -G "$dir/root/usr/lib/*/ggml/backends*/libggml-$1*.so" >/dev/null; }
 if [ -x "$wrapper" ] && [ -z "${VISOR_ENGINE_FORCE:-}" ] && "$wrapper" --version >/dev/null 2>&1 &&
   { [ "$gpu" = off ] || has_backend "$gpu"; }; then
@@ -182,7 +193,13 @@ fi
 
 rm -rf "$root.new" && mkdir -p "$root.new"
 for deb in "$dir/debs"/*.deb; do unpack "$deb" || fail "unpacking $deb failed"; done
-rm -rf "$root" && mv "$root.new" "$root"
+# Swap the folders by renames, so a server starting meanwhile finds the old files or the new ones, never a
+# half-deleted tree; the old one is removed afterwards (running servers keep the files they opened).
+if [ -e "$root" ]; then
+  rm -rf "$root.old" && mv "$root" "$root.old"
+fi
+mv "$root.new" "$root"
+rm -rf "$root.old"
 
 loader=$(find "$root" -name 'ld-linux-x86-64.so.2' -o -name 'ld-linux-aarch64.so.1' | head -n1)
 [ -n "$loader" ] || fail "no dynamic loader found in the unpacked libc6"

@@ -3,10 +3,16 @@ package install
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/visorhq/visor/internal/testkit"
 )
 
 // The embedded installer is the real one: run against an engine folder that already holds a working llama-server
@@ -44,5 +50,74 @@ func TestEmbeddedInstallerReportsBadSettings(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "exit status 1") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// Two installs into one folder at once: the second waits for the first (which the test holds at its lock until
+// the second says it waits), then both end with a working engine. Offline, from the .deb files the test
+// command's install downloaded.
+func TestConcurrentInstallsWaitForEachOther(t *testing.T) {
+	engineDir := os.Getenv("VISOR_ENGINE_DIR")
+	if engineDir == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("VISOR_ENGINE_DIR unset: scripts/test.sh sets it after installing the engine")
+		}
+		t.Skip("VISOR_ENGINE_DIR unset: run through scripts/test.sh, which installs the engine")
+	}
+	debs := filepath.Join(engineDir, "debs")
+	if m, _ := filepath.Glob(filepath.Join(debs, "*.deb")); len(m) == 0 {
+		t.Skipf("no .deb files in %s to install from", debs)
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock(1) on this machine")
+	}
+	dir := t.TempDir()
+	lock, err := os.OpenFile(filepath.Join(dir, ".install.lock"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"VISOR_ENGINE_GPU=off", "VISOR_ENGINE_DEBS=" + debs}
+	run := func(out *testkit.LockedBuffer) chan error {
+		done := make(chan error, 1)
+		go func() {
+			var errb bytes.Buffer
+			err := Run(context.Background(), Options{Dir: dir, Env: env, Stdout: out, Stderr: &errb})
+			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, errb.String())
+			}
+			done <- err
+		}()
+		return done
+	}
+	first, second := &testkit.LockedBuffer{}, &testkit.LockedBuffer{}
+	a := run(first)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(first.String(), "waiting for it") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the install did not wait for the held lock: %q", first.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b := run(second)
+	_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	for _, done := range []chan error{a, b} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, out := range []*testkit.LockedBuffer{first, second} {
+		if !strings.Contains(out.String(), "installed: "+filepath.Join(dir, "bin", "llama-server")) {
+			t.Errorf("install said %q", out.String())
+		}
+	}
+	if v, err := exec.Command(filepath.Join(dir, "bin", "llama-server"), "--version").CombinedOutput(); err != nil {
+		t.Fatalf("the engine does not run after two installs: %v\n%s", err, v)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "root.*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
