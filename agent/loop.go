@@ -65,6 +65,12 @@ type Config struct {
 	// PrefillToolImages makes the loop call Agent.PrefillHistory itself where OnImagesReady would be called,
 	// when OnImagesReady is nil.
 	PrefillToolImages bool
+	// ImageWindow bounds the images each request carries (the stored conversation keeps them all); the zero
+	// value sends every image every time.
+	ImageWindow ImageWindow
+	// Images keeps each image's encoded data URL between requests; share one across the agents of a
+	// conversation (a session builds one per turn). Nil: the agent makes its own.
+	Images *engine.ImageCache
 }
 
 // Agent runs the loop. It holds no per-run state, so one Agent may serve several runs at once.
@@ -89,6 +95,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.ImageWindow.Validate(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if cfg.Images == nil {
+		cfg.Images = engine.NewImageCache(0)
 	}
 	return &Agent{cfg: cfg}, nil
 }

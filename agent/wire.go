@@ -47,6 +47,14 @@ func (a *Agent) request(msgs []Message) engine.Request {
 			req.ParallelToolCalls = true
 		}
 	}
+	// The window's stubs replace the oldest images in the request only; msgs keep them.
+	stubs := a.cfg.ImageWindow.stubbed(msgs)
+	stubbed := func(i int) int {
+		if stubs == nil {
+			return 0
+		}
+		return stubs[i]
+	}
 	for i := 0; i < len(msgs); i++ {
 		m := msgs[i]
 		switch m.Role {
@@ -57,12 +65,16 @@ func (a *Agent) request(msgs []Message) engine.Request {
 			for j < len(msgs) && msgs[j].Role == "tool" {
 				j++
 			}
-			req.Messages = append(req.Messages, a.toolResults(msgs[i:j], raw)...)
+			var cut []int
+			if stubs != nil {
+				cut = stubs[i:j]
+			}
+			req.Messages = append(req.Messages, a.toolResults(&req, msgs[i:j], cut, raw)...)
 			i = j - 1
 		case "assistant":
 			req.Messages = append(req.Messages, a.assistant(m, raw))
 		default:
-			req.Messages = append(req.Messages, userLike(m.Role, m.Content, m.Images))
+			req.Messages = append(req.Messages, a.userLike(&req, m.Role, m.Content, m.Images, stubbed(i)))
 		}
 	}
 	return req
@@ -116,7 +128,9 @@ func (a *Agent) assistant(m Message, raw bool) openai.ChatCompletionMessage {
 	return out
 }
 
-func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMessage {
+// toolResults renders a run of tool results; stubs (nil: none) says how many of each result's first images the
+// image window leaves out.
+func (a *Agent) toolResults(req *engine.Request, run []Message, stubs []int, raw bool) []openai.ChatCompletionMessage {
 	// With tool-image lookahead on (a llama-server feature) each result's images follow that result at once,
 	// before the results after it: the loop appends parallel results in the order they finish, so an image a fast
 	// tool returned is then a prefix of the next request while slower tools still run, and can be prefilled
@@ -127,17 +141,21 @@ func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMess
 	var images []tools.Image
 	var captions []string
 	var body strings.Builder
+	cut := 0 // of images, the first cut are left out (they are the oldest: a run's stubs come first)
 	flush := func() {
 		switch {
 		case raw && (body.Len() > 0 || len(images) > 0):
-			out = append(out, userLike("user", body.String(), images))
+			out = append(out, a.userLike(req, "user", body.String(), images, cut))
 		case !raw && len(images) > 0:
-			out = append(out, userLike("user", "Images returned by the tools above: "+strings.Join(captions, "; "), images))
+			out = append(out, a.userLike(req, "user", "Images returned by the tools above: "+strings.Join(captions, "; "), images, cut))
 		}
 		body.Reset()
-		images, captions = nil, nil
+		images, captions, cut = nil, nil, 0
 	}
-	for _, m := range run {
+	for k, m := range run {
+		if stubs != nil {
+			cut += stubs[k]
+		}
 		if raw {
 			body.WriteString(prompts.ToolResponse(promptFormat(a.cfg.Format), m.ToolName, m.Content))
 		} else {
@@ -156,19 +174,31 @@ func (a *Agent) toolResults(run []Message, raw bool) []openai.ChatCompletionMess
 	return out
 }
 
-func userLike(role, content string, images []tools.Image) openai.ChatCompletionMessage {
+// userLike renders a user-role message with its images, the first stubbed of them left out for the image
+// window's stub. Each image part is registered with req (engine.Request.AddImage), so its data URL is encoded
+// once per image, not once per request.
+func (a *Agent) userLike(req *engine.Request, role, content string, images []tools.Image, stubbed int) openai.ChatCompletionMessage {
 	if len(images) == 0 {
 		return openai.ChatCompletionMessage{Role: role, Content: content}
 	}
 	// Images go first and a newline always follows them, then the text: a prefill of the images (Agent.Prefill)
 	// ends at that newline, which is where this message continues whatever its text. Leading whitespace of the
 	// text is dropped because tokenizers merge it with the newline, which would move the token boundary.
-	parts := []openai.ChatMessagePart{}
-	for _, im := range images {
-		parts = append(parts, engine.ImagePart(im.MIME, im.Data))
+	text := "\n" + strings.TrimLeft(content, " \t\r\n")
+	stubbed = min(stubbed, len(images))
+	if stubbed == len(images) {
+		// Every image left out: the stubs and the text, as plain content. The message renders this way in
+		// every later request too, since the window only ever leaves more images out.
+		return openai.ChatCompletionMessage{Role: role, Content: stubText(stubbed) + text}
 	}
-	parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText,
-		Text: "\n" + strings.TrimLeft(content, " \t\r\n")})
+	parts := []openai.ChatMessagePart{}
+	if stubbed > 0 {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: stubText(stubbed)})
+	}
+	for _, im := range images[stubbed:] {
+		parts = append(parts, req.AddImage(a.cfg.Images, im.MIME, im.Data))
+	}
+	parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: text})
 	return openai.ChatCompletionMessage{Role: role, MultiContent: parts}
 }
 

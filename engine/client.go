@@ -72,6 +72,8 @@ func (e Extra) fields() map[string]any {
 type Request struct {
 	openai.ChatCompletionRequest
 	Extra Extra
+	// inline are the image parts AddImage noted, in message order, whose JSON the body takes from cache.
+	inline []*Inline
 }
 
 // Timings is llama-server's per-request timing block, including speculative-decoding counters.

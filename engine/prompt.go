@@ -86,28 +86,7 @@ func (c *Client) Evaluate(ctx context.Context, prompt string, images []string, e
 }
 
 // requestJSON is the body Chat would send for req, extras merged.
-func requestJSON(req Request) ([]byte, error) {
-	body, err := json.Marshal(req.ChatCompletionRequest)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	f := req.Extra.fields()
-	if len(f) == 0 {
-		return body, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("merge llama.cpp fields: %w", err)
-	}
-	for k, v := range f {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("merge llama.cpp field %s: %w", k, err)
-		}
-		m[k] = b
-	}
-	return json.Marshal(m)
-}
+func requestJSON(req Request) ([]byte, error) { return chatBody(req) }
 
 func (c *Client) post(ctx context.Context, path string, body []byte, out any) error {
 	return c.exchange(ctx, http.MethodPost, path, body, out)

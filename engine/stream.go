@@ -50,14 +50,9 @@ var ErrStreamBroken = errors.New("stream ended before the server finished")
 // ChatStream starts a streaming request.
 func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, error) {
 	req.Stream = true
-	body, err := json.Marshal(req.ChatCompletionRequest)
+	body, err := chatBody(req)
 	if err != nil {
-		return nil, fmt.Errorf("chat stream at %s: encode request: %w", c.shown, err)
-	}
-	if f := req.Extra.fields(); len(f) > 0 {
-		if body, err = mergeFields(body, f); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	hr, err := c.newRequest(ctx, http.MethodPost, "/v1/chat/completions", body)
