@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -55,13 +56,14 @@ func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, erro
 		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	hr, err := c.newRequest(ctx, http.MethodPost, "/v1/chat/completions", body)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("chat stream: %w", err)
-	}
-	hr.Header.Set("Accept", "text/event-stream")
-	resp, err := c.http.Do(hr)
+	resp, err := c.doFresh(ctx, func() (*http.Request, error) {
+		hr, err := c.newRequest(ctx, http.MethodPost, "/v1/chat/completions", body)
+		if err != nil {
+			return nil, fmt.Errorf("chat stream: %w", err)
+		}
+		hr.Header.Set("Accept", "text/event-stream")
+		return hr, nil
+	})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, redactErr(err))
@@ -72,6 +74,27 @@ func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, erro
 		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, statusError(resp))
 	}
 	return &Stream{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), cancel: cancel, base: c.shown}, nil
+}
+
+// doFresh sends the request build makes and, when it failed on a kept-alive connection, sends a new one (twice
+// at most). llama-server closes the connection of a streamed answer soon after it ends, so a request written onto
+// it races the close; net/http retries that only when nothing of the body went out, and a body of megabytes (a
+// conversation with screenshots) loses the race after its first bytes did ("use of closed network connection").
+// The server acts on a request only once it has read all of it, so sending it again is safe.
+func (c *Client) doFresh(ctx context.Context, build func() (*http.Request, error)) (*http.Response, error) {
+	for try := 0; ; try++ {
+		hr, err := build()
+		if err != nil {
+			return nil, err
+		}
+		reused := false
+		hr = hr.WithContext(httptrace.WithClientTrace(hr.Context(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}))
+		resp, err := c.http.Do(hr)
+		if err == nil || !reused || try == 2 || ctx.Err() != nil {
+			return resp, err
+		}
+	}
 }
 
 // statusError is a failed answer as go-openai reports it (an *openai.APIError with the server's message, or an
