@@ -496,8 +496,8 @@ func parseInvokes(s string, ts *ToolSet) ([]Call, error) {
 			return calls, fmt.Errorf("%w: unterminated <invoke tag", ErrMalformed)
 		}
 		name := attr(start[len("<invoke"):gt], "name")
-		if name == "" {
-			return calls, fmt.Errorf("%w: <invoke> without a name", ErrMalformed)
+		if !validName(name) {
+			return calls, fmt.Errorf("%w: <invoke> without a function name: %s", ErrMalformed, clip(name))
 		}
 		body := start[gt+1:]
 		end := strings.Index(body, "</invoke>")

@@ -24,7 +24,8 @@ const defectTools = `[
    "filters":{"anyOf":[{"type":"object"},{"type":"null"}]},
    "tags":{"type":"array","items":{"type":"string"}},
    "level":{"enum":["1","2","3"]},
-   "note":{"type":"string"}}}}},
+   "note":{"type":"string"},
+   "limit":{"type":"number","nullable":true}}}}},
  {"type":"function","function":{"name":"echo","parameters":{"type":"object","properties":{
    "text":{"type":"string"}},"required":["text"]}}}
 ]`

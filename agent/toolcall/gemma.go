@@ -27,8 +27,9 @@ type gnode struct {
 }
 
 type gemmaReader struct {
-	s   string
-	pos int
+	s    string
+	pos  int
+	note string // repairs made, for Call.Repaired
 }
 
 var errGemmaEOF = errors.New("value ends early")
@@ -56,6 +57,17 @@ func (r *gemmaReader) value(depth int) (gnode, error) {
 		}
 		r.pos += len(gemmaQuote) + e + len(gemmaQuote)
 		return gnode{kind: 's', text: body[:e]}, nil
+	case rest[0] == '\'':
+		// 'text': single quotes where <|"|> belongs; Ollama reads them as a string, and so a stray <|"|> right
+		// after the closing quote.
+		if e := singleQuotedEnd(rest); e > 0 {
+			r.pos += e
+			if strings.HasPrefix(r.s[r.pos:], gemmaQuote) {
+				r.pos += len(gemmaQuote)
+			}
+			r.note = joinNote(r.note, "single quotes")
+			return gnode{kind: 's', text: rest[1 : e-1]}, nil
+		}
 	case rest[0] == '"':
 		// Some generations quote with plain JSON strings.
 		e := stringEnd(rest, 0)
@@ -125,7 +137,35 @@ func (r *gemmaReader) value(depth int) (gnode, error) {
 		return gnode{}, fmt.Errorf("unexpected %q", rest[:1])
 	}
 	r.pos += e
-	return gnode{kind: 'b', text: strings.TrimSpace(rest[:e])}, nil
+	text := strings.TrimSpace(rest[:e])
+	if q := strings.Index(text, gemmaQuote); q >= 0 {
+		// The opening <|"|> is missing: {query:weather in Tokyo<|"|>}. The text before the one closing mark is the
+		// string (Ollama closes unbalanced marks the same way); a mark anywhere else cannot be placed, and no
+		// value may hand the mark to a tool.
+		if q != len(text)-len(gemmaQuote) {
+			return gnode{}, fmt.Errorf("%s in the middle of a bare value %s", gemmaQuote, clip(text))
+		}
+		r.note = joinNote(r.note, "missing opening "+gemmaQuote)
+		return gnode{kind: 's', text: strings.TrimSpace(text[:q])}, nil
+	}
+	return gnode{kind: 'b', text: text}, nil
+}
+
+// singleQuotedEnd returns the length of the 'string' at the start of s: it ends at a quote followed by
+// , } ] or the end (so "it's" inside survives), or -1.
+func singleQuotedEnd(s string) int {
+	for j := 1; j < len(s); j++ {
+		if s[j] == '\'' {
+			k := j + 1
+			for k < len(s) && strings.IndexByte(" \t\r\n", s[k]) >= 0 {
+				k++
+			}
+			if k == len(s) || strings.IndexByte(",}]", s[k]) >= 0 || strings.HasPrefix(s[k:], gemmaQuote) {
+				return j + 1
+			}
+		}
+	}
+	return -1
 }
 
 func (r *gemmaReader) key() (string, error) {
@@ -203,16 +243,25 @@ func parseGemma(body string, closed bool, ts *ToolSet) ([]Call, error) {
 	var calls []Call
 	s := strings.TrimSpace(body)
 	for s != "" {
-		s = strings.TrimPrefix(s, "call:")
+		var note string
+		// A doubled or stray prefix (":call:bash", "call:call:bash") is structure the model repeated, not part of
+		// the name.
+		for t := ""; t != s; {
+			t = s
+			s = strings.TrimPrefix(strings.TrimLeft(s, ": \t\r\n"), "call:")
+			if t != s && !strings.HasPrefix(t, "call:") {
+				note = "stray colon before call:"
+			}
+		}
 		open := strings.IndexByte(s, '{')
 		if open < 0 {
 			return calls, fmt.Errorf("%w: expected call:NAME{…}", ErrMalformed)
 		}
 		name := strings.TrimSpace(s[:open])
-		if name == "" || strings.ContainsAny(name, " \t\n<>\"'") {
+		if !validName(name) || strings.Contains(name, ":") {
 			return calls, fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
 		}
-		r := gemmaReader{s: s, pos: open}
+		r := gemmaReader{s: s, pos: open, note: note}
 		n, err := r.value(0)
 		if err != nil {
 			if errors.Is(err, errGemmaEOF) && !closed {
@@ -239,7 +288,8 @@ func parseGemma(body string, closed bool, ts *ToolSet) ([]Call, error) {
 		}
 		buf.WriteByte('}')
 		args, _ := buildArgsFromObject(buf.Bytes())
-		calls = append(calls, Call{Name: name, Arguments: args, Raw: tagGemmaOpen + "call:" + s[:r.pos] + tagGemmaClose, guessed: guessed})
+		calls = append(calls, Call{Name: name, Arguments: args, Raw: tagGemmaOpen + "call:" + s[:r.pos] + tagGemmaClose,
+			Repaired: r.note, guessed: guessed})
 		s = strings.TrimSpace(s[r.pos:])
 	}
 	if len(calls) == 0 {

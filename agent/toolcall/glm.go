@@ -40,6 +40,9 @@ func glmName(t string) (name, rest string) {
 // parseGLM reads one GLM call from a <tool_call> body.
 func parseGLM(t string, closed bool, ts *ToolSet) ([]Call, error) {
 	name, rest := glmName(t)
+	if !validName(name) {
+		return nil, fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
+	}
 	ty := ts.typer(name)
 	var ps []param
 	var note string
@@ -67,6 +70,10 @@ func parseGLM(t string, closed bool, ts *ToolSet) ([]Call, error) {
 			return nil, fmt.Errorf("%w: function %q: argument %q: missing %s (truncated?)", ErrMalformed, name, key, glmValueClose)
 		}
 		note = joinNote(note, vnote)
+		if v := rest[:end]; strings.Contains(v, glmKeyOpen) || strings.Contains(v, glmValueOpen) {
+			// What is left of the markup cannot be placed; a tool never gets it as data.
+			return nil, fmt.Errorf("%w: function %q: argument %q holds GLM markup: %s", ErrMalformed, name, key, clip(v))
+		}
 		p := typedParam(key, rest[:end], ty)
 		note = joinNote(note, p.note)
 		ps = append(ps, p)
@@ -78,6 +85,16 @@ func parseGLM(t string, closed bool, ts *ToolSet) ([]Call, error) {
 	}
 	args, guessed := buildArgs(ps)
 	return []Call{{Name: name, Arguments: args, Repaired: note, guessed: guessed}}, nil
+}
+
+// glmPairAt reports whether r starts with a whole <arg_key>K</arg_key> followed by <arg_value>.
+func glmPairAt(r string) bool {
+	r = r[len(glmKeyOpen):]
+	k := strings.Index(r, glmKeyClose)
+	if k < 0 || k > 256 || strings.ContainsAny(r[:k], "<>\n") {
+		return false
+	}
+	return strings.HasPrefix(strings.TrimLeft(r[k+len(glmKeyClose):], " \t\r\n"), glmValueOpen)
 }
 
 // glmValueEnd finds the end of an <arg_value>: a closer followed by the next <arg_key> or the end of the body
@@ -96,7 +113,9 @@ func glmValueEnd(s string, closed bool, ty *argTyper) (end, next int, note strin
 			if after == "" || strings.HasPrefix(after, glmKeyOpen) {
 				return i, i + len(glmValueClose), "", true
 			}
-		case strings.HasPrefix(r, glmKeyOpen) && atLineStart(s, 0, i):
+		case strings.HasPrefix(r, glmKeyOpen) && (atLineStart(s, 0, i) || glmPairAt(r)):
+			// The closer is missing and the next pair starts: on its own line (GLM-4.5) or inline, where only a
+			// whole <arg_key>K</arg_key><arg_value> shows it is structure (GLM-4.7).
 			return i, i, "missing " + glmValueClose, true
 		}
 		i++

@@ -28,7 +28,7 @@ func (p *Parser) parseMistral(body string, closed bool) ([]Call, error) {
 		return nil, fmt.Errorf("%w: expected NAME[ARGS]{…} after %s", ErrMalformed, tagMistralOpen)
 	}
 	name := strings.TrimSpace(t[:end])
-	if strings.ContainsAny(name, " \t\n\"'<>:") {
+	if !validName(name) || strings.Contains(name, ":") {
 		return nil, fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
 	}
 	rest := t[end:]

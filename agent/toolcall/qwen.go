@@ -59,8 +59,10 @@ func parseXMLFunctions(s string, closed bool, ts *ToolSet) ([]Call, error) {
 			return calls, fmt.Errorf("%w: unterminated <function= tag", ErrMalformed)
 		}
 		name := strings.Trim(strings.TrimSpace(rest[:gt]), `"'`)
-		if name == "" {
-			return calls, fmt.Errorf("%w: empty function name", ErrMalformed)
+		if !validName(name) {
+			// <function=bad_func_no_gt\n</function>: the tag never closed, and what runs to the next '>' is no
+			// name (vLLM drops such a call; here it is an error, and the calls after it still count).
+			return calls, fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
 		}
 		ty := ts.typer(name)
 		body := rest[gt+1:]
@@ -144,6 +146,24 @@ func parseXMLParams(body string, closed bool, ty *argTyper, nested *bool) (ps []
 			return nil, 0, "", fmt.Errorf("unexpected text %s", clip(r))
 		}
 	}
+}
+
+// exactCloserFirst reports whether an exact </parameter> comes in r before the next <parameter= or
+// </function>.
+func exactCloserFirst(r string) bool {
+	// A closer that drifted is followed by the next tag within a line or two; a window keeps a value full of
+	// such tags linear.
+	r = r[:min(len(r), 4096)]
+	c := strings.Index(r, paramClose)
+	if c < 0 {
+		return false
+	}
+	for _, t := range []string{paramOpen, tagFuncClose} {
+		if i := strings.Index(r[:c], t); i >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // closerLen is the length of the parameter closer at the start of r: </parameter>, a drifted </parameterX…>
@@ -234,6 +254,11 @@ func xmlValueEnd(body string, from int, closed bool, ty *argTyper, nested *bool)
 		switch {
 		case strings.HasPrefix(r, paramCloseStem):
 			n := closerLen(r)
+			if r[:n] != paramClose && exactCloserFirst(r[n:]) {
+				// </parameters>, </parameterList>: text in the value, since the real closer comes before the
+				// next parameter.
+				break
+			}
 			if endsValue(r[n:], closed, ty) {
 				if r[:n] != paramClose {
 					note = "drifted </parameter> tag"

@@ -20,6 +20,8 @@ type round3Row struct {
 	wantContent     string
 	wantReasoning   string
 	wantErr         error // every error event wraps it; nil: none
+	// guard: the row passed before the fix too; it pins behaviour next to a defect that the fix must keep.
+	guard bool
 }
 
 var round3Rows = []round3Row{
@@ -94,7 +96,7 @@ var round3Rows = []round3Row{
 		wantContent:     "Fine.",
 	},
 	{
-		class: "1 reasoning", name: "glm <think> with a call inside",
+		class: "1 reasoning", name: "glm <think> with a call inside", guard: true,
 		format:          GLM,
 		in:              "<think>maybe <tool_call>rm<arg_key>path</arg_key><arg_value>/</arg_value></tool_call> no</think>Done.",
 		wantReasonCalls: []string{`rm {"path":"/"}`},
@@ -157,13 +159,79 @@ var round3Rows = []round3Row{
 		wantCalls: []string{`a {}`, `b {"x":1}`},
 	},
 	{
-		class: "3 glm inline", name: "a bare name with trailing space before the closer",
+		class: "3 glm inline", name: "a bare name with trailing space before the closer", guard: true,
 		format:    GLM,
 		in:        "<tool_call>get_time </tool_call>",
 		wantCalls: []string{`get_time {}`},
 	},
 
+	// 4. No markup passed through as data.
+	{
+		class: "4 markup as data", name: "gemma4 value missing its opening quote mark",
+		format:    Gemma4,
+		in:        "<|tool_call>call:search{query:weather in Tokyo<|\"|>}<tool_call|>",
+		wantCalls: []string{`search {"query":"weather in Tokyo"}`},
+	},
+	{
+		class: "4 markup as data", name: "gemma4 quote mark in the middle of a bare value is malformed",
+		format:      Gemma4,
+		in:          "<|tool_call>call:search{query:weather<|\"|> in Tokyo}<tool_call|>",
+		wantContent: "<|tool_call>call:search{query:weather<|\"|> in Tokyo}<tool_call|>",
+		wantErr:     ErrMalformed,
+	},
+	{
+		class: "4 markup as data", name: "gemma4 single-quoted values (Ollama repairGemma4SingleQuotedValues)",
+		format:    Gemma4,
+		in:        "<|tool_call>call:search{query:'it's, here',note:'x'<|\"|>}<tool_call|>",
+		wantCalls: []string{`search {"query":"it's, here","note":"x"}`},
+	},
+	{
+		class: "4 markup as data", name: "gemma4 :call: prefix written twice",
+		format:    Gemma4,
+		in:        "<|tool_call>:call:bash{command:<|\"|>ls<|\"|>}<tool_call|>",
+		wantCalls: []string{`bash {"command":"ls"}`},
+	},
+	{
+		class: "4 markup as data", name: "glm-4.7 value missing </arg_value> before the next inline pair",
+		format: GLM, typed: true,
+		in:        "<tool_call>get_current_weather<arg_key>city</arg_key><arg_value>Paris<arg_key>unit</arg_key><arg_value>celsius</arg_value></tool_call>",
+		wantCalls: []string{`get_current_weather {"city":"Paris","unit":"celsius"}`},
+	},
+	{
+		class: "4 markup as data", name: "glm value holding a stray <arg_value> is malformed",
+		format:      GLM,
+		in:          "<tool_call>f<arg_key>a</arg_key><arg_value>1<arg_value>2</arg_value></tool_call>",
+		wantContent: "<tool_call>f<arg_key>a</arg_key><arg_value>1<arg_value>2</arg_value></tool_call>",
+		wantErr:     ErrMalformed,
+	},
+
 	// 5. Leftovers from the first corpus.
+	{
+		class: "5 leftovers", name: "a broken call before a good one gives no junk name (vLLM test_none_tool_calls_filtered)",
+		format:      QwenXML,
+		in:          "<tool_call>\n<function=bad_func_no_gt\n</function>\n</tool_call>\n<tool_call>\n<function=get_current_weather>\n<parameter=city>Dallas</parameter>\n<parameter=state>TX</parameter>\n</function>\n</tool_call>",
+		wantCalls:   []string{`get_current_weather {"city":"Dallas","state":"TX"}`},
+		wantContent: "<tool_call>\n<function=bad_func_no_gt\n</function>\n</tool_call>",
+		wantErr:     ErrMalformed,
+	},
+	{
+		class: "5 leftovers", name: "a value that ends like a closer is not cut",
+		format: QwenXML, typed: true,
+		in:        "<tool_call>\n<function=write_file>\n<parameter=path>\nlist.xml\n</parameter>\n<parameter=content>\n<parameters>\n<p/>\n</parameters>\n</parameter>\n</function>\n</tool_call>",
+		wantCalls: []string{`write_file {"path":"list.xml","content":"<parameters>\n<p/>\n</parameters>"}`},
+	},
+	{
+		class: "5 leftovers", name: "a value that ends like </parameterList>",
+		format: QwenXML, typed: true,
+		in:        "<tool_call>\n<function=write_file>\n<parameter=content>\n<parameterList>a</parameterList>\n</parameter>\n<parameter=path>\nx.xml\n</parameter>\n</function>\n</tool_call>",
+		wantCalls: []string{`write_file {"content":"<parameterList>a</parameterList>","path":"x.xml"}`},
+	},
+	{
+		class: "5 leftovers", name: "null for a nullable number is null",
+		format: QwenXML, typed: true,
+		in:        "<tool_call>\n<function=search>\n<parameter=limit>\nnull\n</parameter>\n</function>\n</tool_call>",
+		wantCalls: []string{`search {"limit":null}`},
+	},
 	{
 		class: "5 leftovers", name: "malformed JSON in <tool_call> stays in content, with an error",
 		format:      Hermes,
@@ -208,7 +276,7 @@ var round3Rows = []round3Row{
 		wantErr:     ErrMalformed,
 	},
 	{
-		class: "6 tools wrapper", name: "<tools> in prose is text",
+		class: "6 tools wrapper", name: "<tools> in prose is text", guard: true,
 		format:      Hermes,
 		in:          "The prompt lists them in <tools> tags.",
 		wantContent: "The prompt lists them in <tools> tags.",

@@ -100,6 +100,10 @@ func kindsOf(s, root *jsonschema.Schema, depth int) kinds {
 	if s.Const != nil {
 		k |= kindOfValue(*s.Const)
 	}
+	if n, _ := s.Extra["nullable"].(bool); n || string(s.Default) == "null" {
+		// OpenAPI 3.0's nullable, and a field whose default is null, take null too.
+		k |= kNull
+	}
 	for _, group := range [][]*jsonschema.Schema{s.AnyOf, s.OneOf} {
 		for _, b := range group {
 			bk := kindsOf(b, root, depth+1)
@@ -195,7 +199,9 @@ func typeText(text string, s, root *jsonschema.Schema) (v json.RawMessage, guess
 	if k&kString != 0 && inStringEnum(resolveRef(s, root), text, t) {
 		return jsonString(text), false, ""
 	}
-	if k&kNull != 0 && (t == "null" || t == "None") {
+	if (k&kNull != 0 || k&kString == 0) && (t == "null" || t == "None") {
+		// null for a field that cannot be a string is null, whatever its type says (as vLLM reads it): the
+		// registry's validation then names the field, and no tool gets the word "null" as a number.
 		return json.RawMessage("null"), false, noteIf(t == "None", "Python literals")
 	}
 	if k&kBool != 0 && (strings.EqualFold(t, "true") || strings.EqualFold(t, "false")) {
