@@ -2,6 +2,7 @@ package tools
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -116,4 +117,64 @@ func checkAllowProtected(allow []string) error {
 		}
 	}
 	return nil
+}
+
+// gitShapeIn returns the folder of rel (slash-separated, relative to the root, symlinks resolved; the root itself
+// included) that looks like a git directory once rel exists, and whether it already did. Git takes any folder
+// that holds HEAD beside objects/ or refs/ (or a commondir file) for a repository, whatever its name: `git
+// status` inside it, or `git -C`/`--git-dir` naming it, reads its config, whose core.fsmonitor runs a program,
+// and its hooks. Protecting the name .git alone leaves every other folder to be made into one, a file at a time,
+// so writes are judged by the shape they leave. exists says whether a path (relative to the root) exists now;
+// names are compared without case, as on the filesystems that fold it.
+func gitShapeIn(rel string, exists func(string) bool) (folder string, already, ok bool) {
+	parts := []string{}
+	if rel != "." && rel != "" {
+		parts = strings.Split(rel, "/")
+	}
+	for i := 0; i <= len(parts); i++ {
+		dir := "."
+		if i > 0 {
+			dir = strings.Join(parts[:i], "/")
+		}
+		next := ""
+		if i < len(parts) {
+			next = parts[i]
+		}
+		has := func(name string, withNext bool) bool {
+			return (withNext && strings.EqualFold(next, name)) || exists(path.Join(dir, name))
+		}
+		shaped := func(withNext bool) bool {
+			return has("HEAD", withNext) && (has("objects", withNext) || has("refs", withNext) || has("commondir", withNext))
+		}
+		if shaped(true) {
+			return dir, shaped(false), true
+		}
+	}
+	return "", false, false
+}
+
+// refuseGitShape is the model's error for a write (shown names it) that leaves a folder looking like a git
+// directory, or goes into one; nil when none does or the user allows .git.
+func refuseGitShape(shown, rel string, allow []string, exists func(string) bool) error {
+	if slices.Contains(allow, "*") || slices.Contains(allow, ".git") {
+		return nil
+	}
+	folder, already, ok := gitShapeIn(rel, exists)
+	if !ok {
+		return nil
+	}
+	where := "the workspace root"
+	if folder != "." {
+		where = folder
+	}
+	how := "would make " + where + " look like"
+	switch {
+	case already && folder == rel:
+		how = "is " + where + ", which looks like"
+	case already:
+		how = "is inside " + where + ", which looks like"
+	}
+	return fmt.Errorf("%s %s a git directory (HEAD beside objects/ or refs/): git reads such a folder's config "+
+		"and hooks, and a core.fsmonitor setting there runs a program at the user's next git command, so visor "+
+		"does not write git metadata unless the user allows .git; choose other names", shown, how)
 }

@@ -97,6 +97,9 @@ func runShell(ctx context.Context, sc shellConfig, in runShellIn) (string, error
 	if name, why, ok := protectedIn(rel, sc.allowProtected); ok {
 		return "", fmt.Errorf("dir %q is inside %s (%s), which is protected: run commands elsewhere", in.Dir, name, why)
 	}
+	if err := refuseGitShape(fmt.Sprintf("dir %q", in.Dir), rel, sc.allowProtected, w.exists); err != nil {
+		return "", fmt.Errorf("%w: %w", errShellPolicy, err)
+	}
 	dir := filepath.Join(w.root, filepath.FromSlash(rel))
 	if err := w.checkArgs(dir, argv[1:], sc.allowProtected); err != nil {
 		return "", err

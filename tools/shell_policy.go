@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // What run_shell lets the model start, and with which arguments. The rule, in full:
@@ -33,7 +35,11 @@ import (
 //     included, and must stay inside the workspace; /dev/null is the one outside path allowed. Since run_shell
 //     cannot tell a read from a write, a path into a protected name (.git, .vscode, .envrc, …) is refused too,
 //     unless AllowProtected lists it.
-//  5. The child gets a clean environment (shellEnv): none of visor's variables, keys or tokens.
+//  5. The child gets a clean environment (shellEnv): none of visor's variables, keys or tokens; git in it finds no
+//     bare repository by walking up and runs no fsmonitor (gitEnv). git --git-dir and --work-tree are refused, and
+//     a path argument or working directory inside a folder shaped like a git directory (HEAD beside objects/ or
+//     refs/), or that would make one, is refused unless AllowProtected lists .git. A path argument naming a file
+//     with more than one hard link is refused, as read_file refuses it.
 //
 // What it cannot see: a program that runs code from files in the workspace runs whatever the model wrote there
 // (make and its Makefile, go test, npm run, cargo, pytest), and what a program does with a file's content
@@ -168,6 +174,11 @@ func checkGit(args []string) error {
 		a := args[i]
 		if opt := matchOption([]string{a}, execOptions["git"]); opt != "" {
 			return refuseOption("git", opt)
+		}
+		// They make any folder the repository, whatever its name, and its config runs programs (core.fsmonitor).
+		if opt := matchOption([]string{a}, []string{"--git-dir", "--work-tree"}); opt != "" {
+			return fmt.Errorf("%w: git %s points git at another repository, whose configuration may run programs; "+
+				"run git in the workspace's own repository (the dir argument chooses the folder)", errShellPolicy, opt)
 		}
 		switch a {
 		case "-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--list-cmds", "--attr-source":
@@ -321,7 +332,25 @@ func (w workspace) checkArgPath(dir, arg, c string, allowProtected []string) err
 			"write, so it does not name protected paths unless the user allows %s; read it with read_file instead",
 			errShellPolicy, arg, name, why, name)
 	}
+	// Judged as a write too (mkdir objects, touch HEAD, git -C folder): run_shell cannot tell.
+	if err := refuseGitShape(fmt.Sprintf("argument %q", arg), filepath.ToSlash(rel), allowProtected, w.exists); err != nil {
+		return fmt.Errorf("%w: %w", errShellPolicy, err)
+	}
+	// os.Root-style confinement is by name: a second link to a file outside reads or changes that file, so
+	// arguments are held to read_file's rule.
+	if st, err := os.Lstat(real); err == nil && st.Mode().IsRegular() {
+		if n := safefile.Links(st); n > 1 {
+			return fmt.Errorf("%w: argument %q has %d hard links; run_shell names only files with one link, since "+
+				"another link may lie outside the workspace", errShellPolicy, arg, n)
+		}
+	}
 	return nil
+}
+
+// exists says whether rel (slash-separated, relative to the root) exists, without following a final symlink.
+func (w workspace) exists(rel string) bool {
+	_, err := os.Lstat(filepath.Join(w.root, filepath.FromSlash(rel)))
+	return err == nil
 }
 
 // resolveArg resolves symlinks in full as far as it exists. A dangling link is followed by what it says, so
@@ -417,10 +446,18 @@ func lookPath(name string, dirs []string, w workspace) (string, error) {
 var shellEnvNames = []string{"HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "NO_COLOR",
 	"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "SSL_CERT_FILE", "SSL_CERT_DIR"}
 
+// gitEnv is configuration every git a command starts takes over the repository's own (command-line scope): no
+// bare repository found by walking up from the working directory (safe.bareRepository), so a folder shaped like a
+// git directory is not taken for one, and no fsmonitor program. The user may pass other GIT_CONFIG_* names, which
+// come later and win.
+var gitEnv = []string{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=safe.bareRepository", "GIT_CONFIG_VALUE_0=explicit",
+	"GIT_CONFIG_KEY_1=core.fsmonitor", "GIT_CONFIG_VALUE_1=false"}
+
 // shellEnv builds the child's environment from visor's: the allowlisted variables, LC_*, the extra names the
 // user passes on purpose, PATH as cleaned and PWD.
 func shellEnv(environ []string, extra []string, path []string, dir string) []string {
 	env := []string{"PATH=" + strings.Join(path, string(os.PathListSeparator)), "PWD=" + dir}
+	env = append(env, gitEnv...)
 	for _, kv := range environ {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "PATH" || k == "PWD" {

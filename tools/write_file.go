@@ -40,6 +40,12 @@ func writeFile(root string, allowProtected []string, in writeFileIn) (string, er
 	if err := refuseProtected(in.Path, rel, allowProtected); err != nil {
 		return "", err
 	}
+	if err := refuseGitShape(in.Path, rel, allowProtected, func(p string) bool {
+		_, err := r.Lstat(p)
+		return err == nil
+	}); err != nil {
+		return "", err
+	}
 	perm := fs.FileMode(0o644)
 	verb := "created"
 	if st, err := r.Stat(rel); err == nil {
