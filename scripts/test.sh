@@ -53,6 +53,13 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
   fi
   export VISOR_NODE_MODULES="$npm_dir/node_modules"
 fi
+# examples/mcp-files.yaml runs the reference MCP filesystem server with npx; fetching it once here keeps npm's
+# download out of the test's 30 s wait for the server to answer. The version is the one the example pins.
+if command -v npx >/dev/null; then
+  fs_pkg=$(grep -o '@modelcontextprotocol/server-filesystem@[0-9.]*' examples/mcp-files.yaml)
+  progress "test.sh: fetching $fs_pkg for the MCP example (npm, ~30 s the first time) …" \
+    npm exec --yes --package="$fs_pkg" -- true </dev/null
+fi
 
 # go test -json through internal/testreport: a line per package, a heartbeat naming what still runs whenever
 # nothing was said for 20 s (a cold build of the test binaries takes minutes on two cores), every skip with its

@@ -89,6 +89,7 @@ type MCPServer struct {
 	Command []string          `yaml:"command" jsonschema_description:"Program and arguments of a stdio server."`
 	Env     map[string]string `yaml:"env" jsonschema_description:"Extra environment for the command."`
 	URL     string            `yaml:"url" jsonschema:"format=uri" jsonschema_description:"Streamable-HTTP server URL instead of command."`
+	Tools   []string          `yaml:"tools" jsonschema:"uniqueItems=true" jsonschema_description:"Only these of the server's tools (its own names, without the prefix); left out, all of them. A server's whole list can take more of a small model's context than the conversation."`
 }
 
 // ErrInvalid is wrapped by every validation error. Each problem is a *yamlcheck.Problem, printed as

@@ -147,47 +147,6 @@ func TestConfigFileAndSessionsRememberTheirModel(t *testing.T) {
 	}
 }
 
-// TestExamplesValidateAndRunOnTheTinyModel: every example agent validates and runs as shipped on the tiny
-// model (--model replaces its model section); a broken copy gets file:line:col and the fix.
-func TestExamplesValidateAndRunOnTheTinyModel(t *testing.T) {
-	examples, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
-	if err != nil || len(examples) < 2 {
-		t.Fatalf("examples: %v %v", examples, err)
-	}
-	out, _, err := visor(t, append([]string{"validate"}, examples...)...)
-	if err != nil || strings.Count(out, ": ok\n") != len(examples) {
-		t.Fatalf("validate examples: %v\n%s", err, out)
-	}
-	for _, ex := range examples {
-		b, _ := os.ReadFile(ex)
-		if !strings.HasPrefix(string(b), "# yaml-language-server: $schema=../schema/") {
-			t.Errorf("%s does not start with the yaml-language-server $schema header", ex)
-		}
-	}
-
-	enginetest.Binary(t)
-	dir, chat, _ := tinyWorkspace(t)
-	for _, ex := range examples {
-		if filepath.Base(ex) == "config.yaml" {
-			continue
-		}
-		out, errOut, err := visor(t, "run", ex, "--model", chat, "--db", filepath.Join(dir, "v.db"))
-		if err != nil || strings.TrimSpace(out) == "" {
-			t.Errorf("visor run %s --model tiny: %v\nstdout %q\nstderr %s", ex, err, out, errOut)
-		}
-	}
-
-	src, _ := os.ReadFile(filepath.Join("..", "..", "examples", "reader.yaml"))
-	broken := filepath.Join(dir, "reader.yaml")
-	_ = os.WriteFile(broken, []byte(strings.Replace(string(src), "max_steps: 12", "max_step: twelve", 1)), 0o644)
-	code, out, _ := visorExit(t, "", "validate", broken)
-	line := 1 + strings.Count(string(src[:strings.Index(string(src), "max_steps")]), "\n")
-	want := fmt.Sprintf(`%s:%d:1: unknown key max_step — did you mean max_steps?`, broken, line)
-	if code != 1 || !strings.Contains(out, want) {
-		t.Fatalf("validate a broken file: exit %d\n%s\nwant %s", code, out, want)
-	}
-}
-
 // TestChatLineProtocolSkipsAHugeLine: a line over the limit is reported and skipped; the lines after it are read.
 func TestChatLineProtocolSkipsAHugeLine(t *testing.T) {
 	const max = 1 << 20

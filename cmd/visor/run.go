@@ -145,7 +145,7 @@ func applySpec(t *turn, s agentfile.Spec) error {
 		t.maxSteps = 8
 	}
 	for _, m := range s.MCP {
-		sc := mcp.ServerConfig{Name: m.Name, URL: m.URL}
+		sc := mcp.ServerConfig{Name: m.Name, URL: m.URL, Tools: m.Tools}
 		if len(m.Command) > 0 {
 			sc.Command, sc.Args = m.Command[0], m.Command[1:]
 		}

@@ -43,6 +43,9 @@ type ServerConfig struct {
 	Prefix string
 	// NoPrefix keeps the server's own tool names; only safe when no other tools could share them.
 	NoPrefix bool
+	// Tools, when set, keeps only these of the server's tools (its own names, before the prefix): every tool's
+	// description goes into every prompt, and a server's whole list can outgrow a small model's context.
+	Tools []string
 	// Timeout bounds each call (tools.Spec.Timeout); zero leaves the Registry's default.
 	Timeout time.Duration
 	// InitTimeout bounds reaching the server: starting it, the initialize handshake and listing its tools, at
@@ -149,6 +152,11 @@ func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 		}
 		remote = append(remote, t)
 	}
+	remote, err = cfg.pick(remote, true)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	wrapped, err := c.wrap(remote)
 	if err != nil {
 		_ = c.Close()
@@ -178,6 +186,38 @@ func (cfg ServerConfig) check() error {
 		return fmt.Errorf("MCP server %s: URL %q is not http(s): give the server's streamable HTTP endpoint", cfg.Name, redact.URL(cfg.URL))
 	}
 	return nil
+}
+
+// pick keeps the tools cfg.Tools names, in the server's order. With strict, a name the server does not list is
+// an error that lists the ones it does.
+func (cfg ServerConfig) pick(remote []*sdk.Tool, strict bool) ([]*sdk.Tool, error) {
+	if len(cfg.Tools) == 0 {
+		return remote, nil
+	}
+	want := map[string]bool{}
+	for _, n := range cfg.Tools {
+		want[n] = true
+	}
+	var kept []*sdk.Tool
+	var names []string
+	for _, t := range remote {
+		names = append(names, t.Name)
+		if want[t.Name] {
+			kept = append(kept, t)
+			delete(want, t.Name)
+		}
+	}
+	if strict && len(want) > 0 {
+		var missing []string
+		for _, n := range cfg.Tools {
+			if want[n] {
+				missing = append(missing, n)
+			}
+		}
+		return nil, fmt.Errorf("MCP server %s has no tool %s: it has %s; fix the server's tools list",
+			cfg.Name, strings.Join(missing, ", "), strings.Join(names, ", "))
+	}
+	return kept, nil
 }
 
 // Name is the server's configured name.
@@ -223,6 +263,8 @@ func (c *Client) refresh(ctx context.Context) {
 		}
 		remote = append(remote, t)
 	}
+	// A server may withdraw a picked tool later; that is the server's change to make, not an error.
+	remote, _ = c.cfg.pick(remote, false)
 	fresh, err := c.wrap(remote)
 	if err != nil {
 		c.logger.Warn("MCP server changed its tools to an unusable list; keeping the old one", "server", c.cfg.Name, "err", err)

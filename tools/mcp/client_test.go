@@ -408,3 +408,20 @@ func TestStdioCarriesAFullSizeImage(t *testing.T) {
 		t.Fatalf("the server was restarted (%d, then %d) by a full-size image", before, after)
 	}
 }
+
+// TestToolsPicksTheServersTools: a Tools list keeps only those tools, by the server's own names, and a name the
+// server does not list fails the connect with the names it does.
+func TestToolsPicksTheServersTools(t *testing.T) {
+	c := connect(t, mcp.ServerConfig{Name: "t", Transport: inMemory(t, testServer()), Tools: []string{"pid", "echo"}})
+	var names []string
+	for _, tl := range c.Tools() {
+		names = append(names, tl.Spec().Name)
+	}
+	if strings.Join(names, ",") != "t__echo,t__pid" {
+		t.Fatalf("tools %v, want t__echo,t__pid in the server's order", names)
+	}
+	_, err := mcp.Connect(context.Background(), mcp.ServerConfig{Name: "t", Transport: inMemory(t, testServer()), Tools: []string{"ech"}})
+	if err == nil || !strings.Contains(err.Error(), `MCP server t has no tool ech: it has crash, echo,`) {
+		t.Fatalf("a tool the server lacks: %v", err)
+	}
+}
