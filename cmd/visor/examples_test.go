@@ -44,9 +44,9 @@ func exampleFiles(t *testing.T) (agents []string, config, gateway string) {
 // models (--model and --mmproj replace its model section), the screenshot ones with their screenshots and the MCP
 // one with its real MCP server; a broken copy gets file:line:col and the fix.
 func TestExamplesValidateAndRunOnTheTinyModel(t *testing.T) {
-	agents, config, _ := exampleFiles(t)
-	out, _, err := visor(t, append([]string{"validate", config}, agents...)...)
-	if err != nil || strings.Count(out, ": ok\n") != len(agents)+1 {
+	agents, config, gateway := exampleFiles(t)
+	out, _, err := visor(t, append([]string{"validate", config, gateway}, agents...)...)
+	if err != nil || strings.Count(out, ": ok\n") != len(agents)+1 || !strings.Contains(out, gateway+": ok (gateway models file)") {
 		t.Fatalf("validate examples: %v\n%s", err, out)
 	}
 	for _, ex := range append(agents, config) {
