@@ -21,6 +21,10 @@ type Report struct {
 	VsBestStatic float64 `json:"vs_best_static"`
 	// VsReactive is the same against the reactive baseline.
 	VsReactive float64 `json:"vs_reactive"`
+	// History compares what the requests carry of the image history (keep-all, drop-each-turn, the window) in
+	// HistoryProfile, the engine's preferred profile that holds images; empty for a trace without images.
+	History        []HistoryResult `json:"history,omitempty"`
+	HistoryProfile Profile         `json:"history_profile,omitempty"`
 }
 
 // Policy names in a Report.
@@ -64,6 +68,18 @@ func Compare(t Trace, c Costs) (Report, error) {
 	rep.BestStatic = best.Policy
 	rep.VsBestStatic = ratio(sched.EngineWait, best.EngineWait)
 	rep.VsReactive = ratio(sched.EngineWait, reactive.EngineWait)
+	if rep.Images > 0 {
+		for _, p := range c.Profiles {
+			if !p.Vision() {
+				continue
+			}
+			if rep.History, err = CompareHistory(t, c, p, 0); err != nil {
+				return Report{}, err
+			}
+			rep.HistoryProfile = p
+			break
+		}
+	}
 	return rep, nil
 }
 
@@ -120,8 +136,13 @@ func (r Report) WriteTable(w io.Writer) error {
 	for _, u := range unserved {
 		fmt.Fprintf(&b, "  %s\n", u)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(r.History) == 0 {
+		return nil
+	}
+	return WriteHistoryTable(w, r.HistoryProfile, r.History)
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
