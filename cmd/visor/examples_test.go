@@ -158,3 +158,26 @@ func TestExampleGatewayFileServesItsModels(t *testing.T) {
 		t.Errorf("gateway ended with %v", err)
 	}
 }
+
+// TestDemoRunsTheLoopAndSaysSo: `visor demo` (what `make demo` runs) writes the tiny model, makes a real tool
+// call on a real llama-server, and then says what the call was, since the tiny model's "Hi!" says nothing.
+func TestDemoRunsTheLoopAndSaysSo(t *testing.T) {
+	t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
+	t.Setenv("VISOR_ENGINE_DIR", filepath.Join(t.TempDir(), "engine"))
+	out, errOut, err := visor(t, "demo")
+	if err != nil {
+		t.Fatalf("visor demo: %v\n%s", err, errOut)
+	}
+	// The answer is stdout; the tool call and its result are shown on stderr, beside the progress lines.
+	if !strings.Contains(out, "Hi!") {
+		t.Errorf("demo answer missing from stdout:\n%s", out)
+	}
+	for _, want := range []string{"→ list_dir {\"path\":\".\"}", "notes.txt plan.md src/"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("demo lacks %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.Contains(errOut, "that loop is the point") || !strings.Contains(errOut, "VISOR_MODEL=") {
+		t.Errorf("demo does not say what happened or how to go on:\n%s", errOut)
+	}
+}

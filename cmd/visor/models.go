@@ -45,7 +45,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if ef.model == "" && ef.endpoint == "" {
+	tiny := ef.model == "" && ef.endpoint == ""
+	if tiny {
 		dir := filepath.Join(filepath.Dir(llamacpp.InstallDir()), "models")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("demo: %w", err)
@@ -89,5 +90,18 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	p := newPrinter(stdout, stderr, false)
 	res, err := sess.Turn(ctx, *question, nil, p.event)
 	p.finish(res.Finished)
+	if err == nil && tiny {
+		fmt.Fprint(stderr, demoExplained)
+	}
 	return err
 }
+
+// demoExplained follows the tiny model's answer: "Hi!" after a tool call says nothing on its own.
+const demoExplained = `
+demo: what happened: a real llama-server ran visor's tiny test model, which is wired to call list_dir and then
+      answer "Hi!". visor offered its tools, parsed the model's call, ran the real tool in the workspace and sent the
+      result back: that loop is the point, the words are not. With a real model:
+        VISOR_MODEL=~/models/your.gguf make demo
+        visor ask "What is in this folder?" --model ~/models/your.gguf --tools list_dir,read_file
+        visor chat --model M.gguf --mmproj mmproj.gguf     (screenshots: /image shot.png)
+`
