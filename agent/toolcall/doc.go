@@ -51,6 +51,33 @@
 //   - A call cut off (no end tag): an error wrapping ErrUnclosed, except a Hermes JSON body that is complete. A GLM
 //     or Mistral call is complete only with its end tag or closed JSON value.
 //
+// # Repair policy
+//
+// Each dialect repairs what its peers repair, and nothing else; a value that would still hold the dialect's own
+// markup is a malformed call (an error event, the text kept as content), never data for a tool. Every repair is
+// named in Call.Repaired.
+//
+//   - Hermes JSON: single quotes, Python constants, raw newlines and tabs in strings, an unescaped apostrophe, a
+//     missing closing quote, quotes escaped twice (hermes-agent, llama.cpp's lenient JSON); arguments given as a
+//     JSON string are decoded (OpenAI's wire shape). A name must be a function name: {{ tc.name }} or
+//     <function-name> make the block malformed (vLLM rejects non-identifier names too).
+//   - Qwen XML: a missing </parameter> before the next known parameter, drifted closers (</parameter1>, a bare
+//     </parameter) and a missing </function> (vLLM qwen3coder, llama.cpp's Qwen3-Coder PEG parser); </parameters>
+//     or </parameterList> followed by the real closer is text; null for a field that cannot be a string is null
+//     (vLLM's _convert_param_value). An unclosed <function= tag (no '>') is malformed, and the calls after it
+//     still count (vLLM test_none_tool_calls_filtered).
+//   - GLM: a missing </arg_value> before the next <arg_key>, on its own line (GLM-4.5) or inline when a whole
+//     <arg_key>K</arg_key><arg_value> follows (GLM-4.7; SGLang and vLLM's glm4_moe split there); a bare name
+//     closed inline is a call without arguments (GLM-4.7's template). A stray <arg_key> or <arg_value> left in a
+//     value is malformed.
+//   - Gemma 4: single-quoted values and a stray <|"|> right after one, a value missing its opening <|"|> before
+//     the closing one (Ollama's repairGemma4SingleQuotedValues and repairGemma4MissingStringDelimiter); a doubled
+//     "call:" or a colon before it (":call:bash"). A <|"|> in the middle of a bare value is malformed; "thought\n"
+//     after <|channel> is the channel's name, not reasoning (vLLM and Ollama strip it); <|tool_response>, <turn|>
+//     and a repeated <tool_call|> are consumed (Ollama's post-call noise rule).
+//   - Mistral: the older JSON array and [CALL_ID] are read (vLLM mistral); [THINK]…[/THINK] is reasoning, also
+//     when the system prompt forced it open (llama.cpp's Magistral parser); the arguments get Hermes' JSON repairs.
+//
 // It does not decide whether to execute a call: the agent loop still checks finish_reason, and the registry (or
 // ToolSet.Check) validates arguments against the schema before anything runs.
 package toolcall
