@@ -202,9 +202,10 @@ func (a *Agent) userLike(req *engine.Request, role, content string, images []too
 	return openai.ChatCompletionMessage{Role: role, MultiContent: parts}
 }
 
+// promptFormat is the prompt that teaches the syntax f parses; auto gets Hermes.
 func promptFormat(f toolcall.Format) prompts.Format {
-	if f == toolcall.QwenXML {
-		return prompts.QwenXML
+	if f == toolcall.Auto {
+		return prompts.Hermes
 	}
-	return prompts.Hermes
+	return prompts.Format(f.String())
 }

@@ -6,8 +6,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/visorhq/visor/agent/toolcall"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -49,6 +52,9 @@ func TestToolSystemGolden(t *testing.T) {
 		{"hermes_system", Hermes, "You are visor, a careful coding agent."},
 		{"hermes_system_nobase", Hermes, ""},
 		{"qwen_xml_system", QwenXML, "You are visor, a careful coding agent.\n"},
+		{"glm_system", GLM, "You are visor, a careful coding agent."},
+		{"gemma4_system", Gemma4, "You are visor, a careful coding agent."},
+		{"mistral_system", Mistral, "You are visor, a careful coding agent."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -98,6 +104,9 @@ func TestToolResponse(t *testing.T) {
 		{Hermes, "get_weather", `{"temp_c":21}`, "<tool_response>\n{\"name\": \"get_weather\", \"content\": {\"temp_c\": 21}}\n</tool_response>"},
 		{Hermes, "read", "line <1>\nline 2", "<tool_response>\n{\"name\": \"read\", \"content\": \"line <1>\\nline 2\"}\n</tool_response>"},
 		{QwenXML, "read", "line <1>\nline 2", "<tool_response>\nline <1>\nline 2\n</tool_response>"},
+		{GLM, "read", "line <1>\nline 2", "<tool_response>\nline <1>\nline 2\n</tool_response>"},
+		{Gemma4, "read", "line <1>\nline 2", "<|tool_response>response:read{value:<|\"|>line <1>\nline 2<|\"|>}<tool_response|>"},
+		{Mistral, "read", "line <1>\nline 2", "[TOOL_RESULTS]line <1>\nline 2[/TOOL_RESULTS]"},
 	} {
 		if got := ToolResponse(tc.f, tc.name, tc.content); got != tc.want {
 			t.Errorf("ToolResponse(%s, %q) =\n%s\nwant\n%s", tc.f, tc.content, got, tc.want)
@@ -117,5 +126,48 @@ func TestToolCallRendersTheTaughtSyntax(t *testing.T) {
 	}
 	if got := ToolCall(Hermes, "now", nil); !strings.Contains(got, `"arguments": {}`) {
 		t.Errorf("no arguments: %s", got)
+	}
+}
+
+// A past call rendered in each dialect reads back, through the parser of that dialect, as the same call: the
+// history visor writes is text the model and the parser agree on.
+func TestToolCallRoundTrips(t *testing.T) {
+	t.Parallel()
+	args := json.RawMessage(`{"path":"a b/c.go","depth":2,"all":true,"tags":["x","y"],"opt":{"k":"v"}}`)
+	for _, f := range []Format{Hermes, QwenXML, GLM, Gemma4, Mistral} {
+		tf, err := toolcall.ParseFormat(string(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ToolCall(f, "list_dir", args)
+		r := toolcall.Parse(text, tf)
+		if len(r.Calls) != 1 || r.Calls[0].Name != "list_dir" || r.Content != "" || len(r.Errors) > 0 {
+			t.Errorf("%s: %q parsed as %+v", f, text, r)
+			continue
+		}
+		var got, want any
+		_ = json.Unmarshal(r.Calls[0].Arguments, &got)
+		_ = json.Unmarshal(args, &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %q gave arguments %s, want %s", f, text, r.Calls[0].Arguments, args)
+		}
+	}
+}
+
+// The prompt itself calls nothing: a model that echoes it runs no tool. Only Qwen's template shows a whole call,
+// and that one names example_function_name, which no tool is.
+func TestToolSystemHoldsNoCall(t *testing.T) {
+	t.Parallel()
+	for _, f := range []Format{Hermes, QwenXML, GLM, Gemma4, Mistral} {
+		tf, _ := toolcall.ParseFormat(string(f))
+		sys, err := ToolSystem(f, "", tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range toolcall.Parse(sys, tf).Calls {
+			if f != QwenXML || c.Name != "example_function_name" {
+				t.Errorf("%s: the system prompt parses as a call to %q %s", f, c.Name, c.Arguments)
+			}
+		}
 	}
 }

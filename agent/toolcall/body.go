@@ -16,7 +16,10 @@ func (p *Parser) parseBlock(open, body, closer string, closed bool) ([]Call, err
 	case tagCallOpen:
 		t := strings.TrimSpace(body)
 		switch {
-		case t == "" || t[0] == '{' || t[0] == '[' || t[0] == '`':
+		case t == "":
+			// <tool_call></tool_call> in prose ("wrap each call in <tool_call></tool_call>").
+			return nil, fmt.Errorf("%w: empty %s", errNotCall, tagCallOpen)
+		case t[0] == '{' || t[0] == '[' || t[0] == '`':
 		case strings.HasPrefix(t, tagFuncOpen) || strings.Contains(t, tagFuncOpen) && !strings.Contains(t, glmKeyOpen):
 			return parseXMLFunctions(t, closed, p.tools)
 		case strings.HasPrefix(t, "<invoke") || strings.HasPrefix(t, "<"+nsPrefix+"invoke"):
@@ -80,6 +83,10 @@ func parseJSONCalls(s string, strict bool) ([]Call, error) {
 		}
 		v, repaired, err := decodeLenient(seg)
 		if err != nil {
+			if strings.Contains(seg, "{{") && strings.Contains(seg, "}}") {
+				// {"name": "{{ tc.name }}", "arguments": {{ tc.arguments }}}: a chat template quoted in prose.
+				return calls, fmt.Errorf("%w: a template placeholder", errNotCall)
+			}
 			return calls, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		cs, err := callsFromValue(v, strict)
@@ -175,9 +182,8 @@ func callFromObject(v json.RawMessage, strict bool) (Call, error) {
 		return Call{}, fmt.Errorf("%w: missing \"name\"", ErrMalformed)
 	}
 	c.Name = strings.TrimSpace(c.Name)
-	if !validName(c.Name) {
-		// {{ tc.name }}, <function-name>: a template or an example, not a call.
-		return Call{}, fmt.Errorf("%w: %s is not a function name", ErrMalformed, clip(c.Name))
+	if err := nameError(c.Name); err != nil {
+		return Call{}, err
 	}
 	args, ok := m["arguments"]
 	c.explicitArgs = ok

@@ -1,6 +1,10 @@
 package toolcall
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // blockSyntax is one kind of call block, as the shared scanner sees it: the tag that opens it and how its end
 // is found. What the body means is parseBlock's business.
@@ -260,16 +264,40 @@ func nameByte(c byte) bool {
 		c == '/' || c >= 0x80
 }
 
+// errNotCall marks a block that is no attempt at a call: an elision or a template placeholder where the name
+// belongs, or nothing between the tags. It stays text, without an error event.
+var errNotCall = errors.New("not a call")
+
+// nameError says why name cannot name a function: errNotCall for a placeholder or an elision ({{ tc.name }},
+// <function-name>, "..."), ErrMalformed for anything else that is no name.
+func nameError(name string) error {
+	if validName(name) {
+		return nil
+	}
+	t := strings.TrimSpace(name)
+	word := false
+	for i := 0; i < len(t); i++ {
+		word = word || nameByte(t[i]) && t[i] != '.' && t[i] != '-' && t[i] != '/'
+	}
+	if !word || strings.HasPrefix(t, "{") || strings.HasPrefix(t, "<") && strings.HasSuffix(t, ">") && !strings.Contains(t, "\n") {
+		return fmt.Errorf("%w: %s is a placeholder, not a function name", errNotCall, clip(name))
+	}
+	return fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
+}
+
 // validName reports whether s can be a function name. Template placeholders ({{ tc.name }}, <function-name>),
 // prose and markup cannot, so a block naming one is no call.
 func validName(s string) bool {
 	if s == "" || len(s) > 256 {
 		return false
 	}
+	word := false // "...", "-": punctuation only is an elision in prose (<function=...></function>), no name
 	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) && s[i] != ':' {
+		c := s[i]
+		if !nameByte(c) && c != ':' {
 			return false
 		}
+		word = word || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 	}
-	return true
+	return word
 }

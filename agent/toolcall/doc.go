@@ -42,7 +42,9 @@
 //     error event; a bare JSON message must be calls and nothing else, or it is content.
 //   - Malformed JSON: inside call tags an error event carrying the text (the model meant a call), and the text
 //     stays in content as written (Event.Shown), as vLLM and llama.cpp keep it; a bare JSON message that does not
-//     parse is content. A name that is no function name ({{ tc.name }}, <function-name>) is malformed.
+//     parse is content. A block that is no attempt at a call (nothing between the tags, a template placeholder
+//     such as {{ tc.name }} or <function-name>, an elision like <function=...>) stays text without an error; any
+//     other name that is no function name is malformed.
 //   - Qwen2.5-Coder's <tools>{call}</tools>: a call when the JSON has "arguments"; a tool definition echoed in
 //     the tag is an error, and <tools> not followed by JSON is text.
 //   - An unknown tool name in bare JSON: with tools given (Init), content — {"name": "Ada", "arguments": …} is more

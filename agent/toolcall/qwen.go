@@ -59,10 +59,11 @@ func parseXMLFunctions(s string, closed bool, ts *ToolSet) ([]Call, error) {
 			return calls, fmt.Errorf("%w: unterminated <function= tag", ErrMalformed)
 		}
 		name := strings.Trim(strings.TrimSpace(rest[:gt]), `"'`)
-		if !validName(name) {
+		if err := nameError(name); err != nil {
 			// <function=bad_func_no_gt\n</function>: the tag never closed, and what runs to the next '>' is no
 			// name (vLLM drops such a call; here it is an error, and the calls after it still count).
-			return calls, fmt.Errorf("%w: bad function name %s", ErrMalformed, clip(name))
+			// <function=...></function> in prose is no call at all.
+			return calls, err
 		}
 		ty := ts.typer(name)
 		body := rest[gt+1:]

@@ -244,14 +244,18 @@ var round3Rows = []round3Row{
 		format:      Hermes,
 		in:          "The template writes <tool_call>\n{\"name\": \"{{ tc.name }}\", \"arguments\": {{ tc.arguments }}}\n</tool_call> for each call.",
 		wantContent: "The template writes <tool_call>\n{\"name\": \"{{ tc.name }}\", \"arguments\": {{ tc.arguments }}}\n</tool_call> for each call.",
-		wantErr:     ErrMalformed,
 	},
 	{
 		class: "5 leftovers", name: "the prompt's <function-name> placeholder is no call",
 		format:      Hermes,
 		in:          "Use <tool_call>\n{\"name\": \"<function-name>\", \"arguments\": {}}\n</tool_call>.",
 		wantContent: "Use <tool_call>\n{\"name\": \"<function-name>\", \"arguments\": {}}\n</tool_call>.",
-		wantErr:     ErrMalformed,
+	},
+	{
+		class: "5 leftovers", name: "an empty example call in prose is text (Qwen's own reminder line)",
+		format:      QwenXML,
+		in:          "an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags",
+		wantContent: "an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags",
 	},
 
 	// 6. Qwen2.5-Coder's <tools> wrapper.

@@ -688,9 +688,12 @@ func (p *Parser) endBlock(s *stream, tag string, n int, closed bool) {
 	}
 	if closed && err != nil && len(calls) == 0 && !errors.Is(err, ErrUnclosed) {
 		// A closed block that holds no call stays in the text as the model wrote it (as vLLM and llama.cpp
-		// keep it), and the error says why it was not run.
+		// keep it), and the error says why it was not run, unless the block was no attempt at a call.
 		p.emitBytes(KindContent, []byte(raw))
 		s.hold = holdNone
+		if errors.Is(err, errNotCall) {
+			return
+		}
 		p.settle()
 		p.out = append(p.out, Event{Kind: KindError, Text: raw, Err: fmt.Errorf("%w in %s", err, clip(raw)), Shown: true})
 		return

@@ -115,7 +115,7 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.protected, "allow-protected", "", "comma-separated protected names the tools may write anyway (.git, .vscode, .envrc…; * for all)")
 	fs.BoolVar(&t.fetch, "allow-fetch", false, "let fetch_url reach the network")
 	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
-	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes or qwen-xml")
+	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes, qwen-xml, glm, gemma4 or mistral")
 	fs.Func("mcp", `MCP server whose tools the agent may call: "name=command args…" (stdio) or "name=http://…" (repeatable)`,
 		func(v string) error {
 			sc, err := mcp.ParseServer(v)

@@ -10,11 +10,12 @@ import (
 	"github.com/visorhq/visor/prompts"
 )
 
+// promptFormat is the prompt that teaches the syntax f parses; auto gets Hermes.
 func promptFormat(f toolcall.Format) prompts.Format {
-	if f == toolcall.QwenXML {
-		return prompts.QwenXML
+	if f == toolcall.Auto {
+		return prompts.Hermes
 	}
-	return prompts.Hermes
+	return prompts.Format(f.String())
 }
 
 // toolsAsText rewrites a chat body for a model whose server must not handle tools itself: the tools go into
