@@ -71,6 +71,8 @@ type Config struct {
 	// Images keeps each image's encoded data URL between requests; share one across the agents of a
 	// conversation (a session builds one per turn). Nil: the agent makes its own.
 	Images *engine.ImageCache
+	// ToolImages is the policy every image a tool returns passes before it joins the conversation.
+	ToolImages ToolImages
 }
 
 // Agent runs the loop. It holds no per-run state, so one Agent may serve several runs at once.
@@ -102,6 +104,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Images == nil {
 		cfg.Images = engine.NewImageCache(0)
 	}
+	cfg.ToolImages = cfg.ToolImages.withDefaults()
 	return &Agent{cfg: cfg}, nil
 }
 
@@ -348,6 +351,7 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 		refuse = "not executed: generation stopped at the length limit, so this call may be incomplete; " +
 			"write a shorter call"
 	}
+	taken := &stepImages{held: imageBytes(msgs)}
 	exec := func(i int) {
 		c := asst.ToolCalls[i]
 		emit(ToolCallStarted{Step: step, Call: c})
@@ -356,7 +360,7 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 		if refuse != "" {
 			res = tools.Result{Text: refuse, IsError: true}
 		} else {
-			res = a.cfg.Tools.Call(ctx, c.Name, c.Arguments)
+			res = a.cfg.ToolImages.take(a.cfg.Tools.Call(ctx, c.Name, c.Arguments), taken)
 		}
 		d := time.Since(t0)
 		emit(ToolCallFinished{Step: step, Call: c, Result: res, Duration: d})

@@ -157,10 +157,10 @@ func (a *Agent) toolResults(req *engine.Request, run []Message, stubs []int, raw
 			cut += stubs[k]
 		}
 		if raw {
-			body.WriteString(prompts.ToolResponse(promptFormat(a.cfg.Format), m.ToolName, m.Content))
+			body.WriteString(prompts.ToolResponse(promptFormat(a.cfg.Format), m.ToolName, toolText(m)))
 		} else {
 			out = append(out, openai.ChatCompletionMessage{Role: "tool", ToolCallID: m.ToolCallID, Name: m.ToolName,
-				Content: m.Content})
+				Content: toolText(m)})
 		}
 		if len(m.Images) > 0 {
 			images = append(images, m.Images...)
@@ -172,6 +172,21 @@ func (a *Agent) toolResults(req *engine.Request, run []Message, stubs []int, raw
 	}
 	flush()
 	return out
+}
+
+// toolText is a tool message's content, never empty: an empty content is left out of the JSON (go-openai's
+// omitempty), and llama-server refuses the whole request then ("All non-assistant messages must contain
+// 'content'"), which a tool that returns only an image, or nothing, would otherwise cause.
+func toolText(m Message) string {
+	switch {
+	case m.Content != "":
+		return m.Content
+	case len(m.Images) == 1:
+		return "(no text: the tool returned 1 image, attached below)"
+	case len(m.Images) > 1:
+		return fmt.Sprintf("(no text: the tool returned %d images, attached below)", len(m.Images))
+	}
+	return "(the tool returned nothing)"
 }
 
 // userLike renders a user-role message with its images, the first stubbed of them left out for the image

@@ -19,7 +19,6 @@ import (
 	_ "image/gif" // the formats llama-server's image loader (stb_image) decodes
 	_ "image/jpeg"
 	"image/png"
-	"net/http"
 	"os"
 
 	_ "golang.org/x/image/bmp"
@@ -97,17 +96,16 @@ func (l Limits) Check(data []byte) (Image, error) {
 		return Image{}, fmt.Errorf("%w: %s, more than the %s allowed: send a smaller or downscaled %s file",
 			ErrTooLarge, mib(int64(len(data))), mib(l.maxBytes()), Formats)
 	}
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
-	if errors.Is(err, image.ErrFormat) {
+	cfg, err := ReadHeader(data)
+	switch {
+	case errors.Is(err, ErrNotImage):
+		return Image{}, fmt.Errorf("%w: convert it to a %s file", err, Formats)
+	case err != nil:
+		return Image{}, fmt.Errorf("%w: re-export or re-capture the image", err)
+	case !cfg.Accepted():
 		return Image{}, fmt.Errorf("%w (%s): convert it to a %s file", ErrNotImage, sniff(data), Formats)
 	}
-	if err != nil {
-		return Image{}, fmt.Errorf("%w: %v: re-export or re-capture the image", ErrCorrupt, err)
-	}
-	mime, ok := mimes[format]
-	if !ok {
-		return Image{}, fmt.Errorf("%w (%s): convert it to a %s file", ErrNotImage, format, Formats)
-	}
+	mime := cfg.MIME
 	if cfg.Width <= 0 || cfg.Height <= 0 {
 		return Image{}, fmt.Errorf("%w: it says it is %d×%d pixels: re-export or re-capture the image", ErrCorrupt, cfg.Width, cfg.Height)
 	}
@@ -173,16 +171,6 @@ func (l Limits) Read(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
 	return data, nil
-}
-
-func sniff(data []byte) string {
-	switch {
-	case bytes.HasPrefix(data, []byte("RIFF")) && len(data) > 12 && string(data[8:12]) == "WEBP":
-		return "WebP, which llama-server cannot decode"
-	case bytes.HasPrefix(data, []byte("%PDF")):
-		return "a PDF"
-	}
-	return "the bytes look like " + http.DetectContentType(data)
 }
 
 // mib shows a byte count as people read limits: "20 MiB", "20.5 MiB", or bytes when small.

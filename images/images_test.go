@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"image"
 	"image/color"
@@ -9,6 +10,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -177,6 +179,85 @@ func BenchmarkCheckScreenshot(b *testing.B) {
 	for b.Loop() {
 		if _, err := l.Check(data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func riff(fourcc string, payload []byte) []byte {
+	var b []byte
+	b = append(b, "RIFF"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(12+len(payload)))
+	b = append(b, "WEBP"...)
+	b = append(b, fourcc...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	return append(b, payload...)
+}
+
+// webpLossless is a VP8L header for a w×h image followed by filler: enough for the size to be read.
+func webpLossless(w, h int) []byte {
+	bits := uint32(w-1) | uint32(h-1)<<14
+	p := []byte{0x2f}
+	p = binary.LittleEndian.AppendUint32(p, bits)
+	return riff("VP8L", append(p, make([]byte, 16)...))
+}
+
+// TestReadHeader reads every accepted format and the three WebP headers without decoding pixels; a WebP is
+// named even when its size cannot be read, and Check refuses every WebP by name.
+func TestReadHeader(t *testing.T) {
+	lossy := []byte{0x50, 0x01, 0x00, 0x9d, 0x01, 0x2a}
+	lossy = binary.LittleEndian.AppendUint16(lossy, 1920)
+	lossy = binary.LittleEndian.AppendUint16(lossy, 1080|0xc000) // top bits are the scale, not size
+	lossy = append(lossy, 0, 0)
+	ext := []byte{0x10, 0, 0, 0, 0xff, 0x0f, 0x00, 0x3f, 0x02, 0x00} // canvas 4096 x 576
+	var bm, jb bytes.Buffer
+	if err := bmp.Encode(&bm, image.NewGray(image.Rect(0, 0, 8, 6))); err != nil {
+		t.Fatal(err)
+	}
+	if err := jpeg.Encode(&jb, image.NewGray(image.Rect(0, 0, 10, 4)), nil); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		data   []byte
+		format string
+		w, h   int
+		err    error
+	}{
+		{"png", pngOf(t, 32, 24), "png", 32, 24, nil},
+		{"jpeg", jb.Bytes(), "jpeg", 10, 4, nil},
+		{"bmp", bm.Bytes(), "bmp", 8, 6, nil},
+		{"bomb", testkit.BombPNG(20000, 20000), "png", 20000, 20000, nil},
+		{"webp lossy", riff("VP8 ", lossy), "webp", 1920, 1080, nil},
+		{"webp lossless", webpLossless(300, 17), "webp", 300, 17, nil},
+		{"webp extended", riff("VP8X", append(ext, make([]byte, 8)...)), "webp", 4096, 576, nil},
+		{"webp bad start code", riff("VP8 ", append([]byte{0, 0, 0, 1, 2, 3}, make([]byte, 8)...)), "webp", 0, 0, nil},
+		{"webp truncated", riff("VP8L", []byte{0x2f}), "webp", 0, 0, nil},
+		{"not riff", []byte("RIFX0000WEBPVP8L00000000000000000000"), "", 0, 0, images.ErrNotImage},
+		{"text", []byte("hello"), "", 0, 0, images.ErrNotImage},
+		{"empty", nil, "", 0, 0, images.ErrNotImage},
+		{"cut png", pngOf(t, 4, 4)[:20], "", 0, 0, images.ErrCorrupt},
+	}
+	for _, c := range cases {
+		h, err := images.ReadHeader(c.data)
+		if h.Format != c.format || h.Width != c.w || h.Height != c.h || !errors.Is(err, c.err) {
+			t.Errorf("%s: %+v %v, want %s %d×%d %v", c.name, h, err, c.format, c.w, c.h, c.err)
+		}
+		if c.format == "webp" {
+			if h.MIME != "image/webp" || h.Accepted() {
+				t.Errorf("%s: %+v: a WebP is named and not accepted", c.name, h)
+			}
+			if _, err := (images.Limits{}).Check(c.data); !errors.Is(err, images.ErrNotImage) ||
+				!strings.Contains(err.Error(), "WebP, which llama-server cannot decode") {
+				t.Errorf("%s: Check: %v, want a refusal naming WebP", c.name, err)
+			}
+		}
+	}
+}
+
+func TestReadHeaderNeverPanics(t *testing.T) {
+	for _, b := range [][]byte{webpLossless(5, 5), riff("VP8X", make([]byte, 10)), pngOf(t, 3, 3)} {
+		for i := range b {
+			_, _ = images.ReadHeader(b[:i])
 		}
 	}
 }

@@ -552,7 +552,13 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props, slot int, w *turnWa
 		// A tool's images are evaluated while slower tools of the step still run. That puts each result's images
 		// right after it, a layout llama-server takes and strict OpenAI servers may not: only for visor's own.
 		PrefillToolImages: s.cfg.Vision == VisionYes,
-		Logger:            s.cfg.Logger}
+		// A tool's images pass the bounds a user's attachments do: the same policy, one message's bounds a step.
+		ToolImages: agent.ToolImages{Limits: s.cfg.Images, MaxImages: s.cfg.MaxPendingImages,
+			MaxBytes: s.cfg.MaxPendingBytes, MaxConversationBytes: s.cfg.MaxSessionImageBytes},
+		Logger: s.cfg.Logger}
+	if !p.Vision {
+		cfg.ToolImages.Refuse = "this model cannot see images (it runs without a vision projector): use a tool that returns text"
+	}
 	var ag *agent.Agent
 	if w != nil && cfg.PrefillToolImages {
 		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message) { w.prefillTools(ctx, ag, history) }

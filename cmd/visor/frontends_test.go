@@ -11,10 +11,12 @@ import (
 	_ "image/png"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -223,6 +225,11 @@ func (o *oneShot) send(t *testing.T, text string, image []byte) (string, error) 
 				src += "tools: [" + o.flags[i+1] + "]\n"
 			case o.flags[i] == "--allow-shell":
 				src += "allow_shell: [" + o.flags[i+1] + "]\n"
+			}
+		}
+		for i := 0; i+1 < len(o.flags); i++ {
+			if name, url, ok := strings.Cut(o.flags[i+1], "="); ok && o.flags[i] == "--mcp" {
+				src += fmt.Sprintf("mcp:\n  - name: %s\n    url: %s\n", name, url)
 			}
 		}
 		if err := os.WriteFile(yml, []byte(src), 0o644); err != nil {
@@ -600,6 +607,7 @@ func TestImageIntakeInEveryFrontEnd(t *testing.T) {
 				t.Fatalf("stored image %s %dx%d (%v), want the 96×64 screenshot sized to 48×32 PNG", stored[0].MIME,
 					cfg.Width, cfg.Height, err)
 			}
+			toolImageIntake(t, fe, chat, proj)
 		})
 	}
 }
@@ -639,6 +647,112 @@ func TestToolsThatNeedPermissionInEveryFrontEnd(t *testing.T) {
 					t.Fatalf("no %s call stored\n%s", c.tool, d.stderr())
 				}
 			})
+		}
+	}
+}
+
+// webp1x1 is a real lossless WebP: browsers decode it, llama-server's loader does not.
+var webp1x1 = []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00")
+
+// shotServer is a real MCP server over streamable HTTP with one tool, shot, whose result the test sets.
+type shotServer struct {
+	url string
+	mu  sync.Mutex
+	res *sdk.CallToolResult
+}
+
+func startShotServer(t *testing.T) *shotServer {
+	t.Helper()
+	s := &shotServer{}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "shots", Version: "1"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "shot", Description: "Take a screenshot"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.res, nil, nil
+		})
+	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	s.url = ts.URL
+	return s
+}
+
+func (s *shotServer) returns(content ...sdk.Content) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res = &sdk.CallToolResult{Content: content}
+}
+
+// toolImageIntake is image intake for the images a tool returns, through front end fe: an MCP tool returning a
+// WebP, a bomb, a 20000×20000 header or a thousand images gets a result the model reads (the turn is answered,
+// nothing is stored as rejected, no refused image is stored), and one returning only an image is answered too
+// (its tool message carries content, which llama-server requires).
+func toolImageIntake(t *testing.T, fe, chat, proj string) {
+	shots := startShotServer(t)
+	db := filepath.Join(t.TempDir(), "tools.db")
+	d := startFrontEnd(t, fe, chat, proj, db, "--mcp", "shots="+shots.url)
+	defer func() { d.close(t) }()
+	good := testkit.PNG(t, 16, 16)
+	img := func(b []byte, mime string) sdk.Content { return &sdk.ImageContent{Data: b, MIMEType: mime} }
+	thousand := make([]sdk.Content, 1000)
+	for i := range thousand {
+		thousand[i] = img(testkit.SeededPNG(t, 8, 8, i), "image/png")
+	}
+	cases := []struct {
+		name    string
+		content []sdk.Content
+		says    string // in the stored tool result
+		kept    int    // images stored with it
+	}{
+		{"webp", []sdk.Content{img(webp1x1, "image/webp")}, "WebP, which llama-server cannot decode", 0},
+		{"bomb", []sdk.Content{&sdk.TextContent{Text: "the screen"}, img(testkit.BombPNG(60000, 60000), "image/png")}, "too many pixels", 0},
+		{"20000×20000 header", []sdk.Content{img(testkit.BombPNG(20000, 20000), "image/png")}, "20000×20000", 0},
+		{"a thousand images", thousand, "images 9–1000", 8},
+		{"only an image", []sdk.Content{img(good, "image/png")}, "", 1},
+	}
+	for i, c := range cases {
+		// The model calls a tool only in a conversation without a tool result yet: each case is a new one.
+		if i > 0 {
+			switch v := d.(type) {
+			case *oneShot:
+				v.session = ""
+			case *webDriver:
+				v.chat = ""
+			case *mcpDriver:
+				v.session = ""
+			default:
+				d.close(t)
+				d = startFrontEnd(t, fe, chat, proj, db, "--mcp", "shots="+shots.url)
+			}
+		}
+		shots.returns(c.content...)
+		answer, err := d.send(t, "look at the screen: "+c.name, nil)
+		if err != nil || answer != "Hi!" {
+			t.Errorf("%s: %q %v: want the turn to go on to the answer\n%s", c.name, answer, err, d.stderr())
+			continue
+		}
+		msgs := storedMessages(t, db)
+		var result *memory.Message // the newest tool result: this case's
+		for i := range msgs {
+			if msgs[i].Rejected {
+				t.Errorf("%s: a message is stored as rejected: %+v", c.name, msgs[i])
+			}
+			if msgs[i].Role == "tool" && (result == nil || msgs[i].ID > result.ID) {
+				result = &msgs[i]
+			}
+		}
+		switch {
+		case result == nil:
+			t.Errorf("%s: no tool result stored", c.name)
+		case !strings.Contains(result.Content, c.says):
+			t.Errorf("%s: stored tool result %q lacks %q", c.name, result.Content, c.says)
+		case len(result.Images) != c.kept:
+			t.Errorf("%s: %d images stored with the tool result, want %d", c.name, len(result.Images), c.kept)
+		}
+		for _, im := range result.Images {
+			if im.MIME != "image/png" {
+				t.Errorf("%s: a %s image is stored", c.name, im.MIME)
+			}
 		}
 	}
 }
