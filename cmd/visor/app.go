@@ -296,8 +296,14 @@ func (t turn) validate() error {
 	case e.endpoint == "" && e.model == "":
 		errs = append(errs, errors.New("no model: pass --model FILE.gguf (with --mmproj FILE.gguf for images) or --endpoint URL; `visor demo` runs without a model of your own"))
 	}
+	// A model the config file named was never typed as --model: the error names the file and the model instead.
+	modelFlag, mmprojFlag, fix := "--model", "--mmproj", ""
+	if t.modelFrom != "" {
+		modelFlag, mmprojFlag = t.modelFrom+": path", t.modelFrom+": mmproj"
+		fix = ", or name another model with --model NAME (`visor demo` runs without a model of your own)"
+	}
 	if e.model != "" {
-		if err := checkFile("--model", e.model, "the path of a GGUF model file"); err != nil {
+		if err := checkFile(modelFlag, e.model, "the path of a GGUF model file"+fix); err != nil {
 			errs = append(errs, err)
 		} else if err := checkModel(e.model, e.ctx); err != nil {
 			errs = append(errs, err)
@@ -306,7 +312,7 @@ func (t turn) validate() error {
 	if e.mmproj != "" {
 		if e.endpoint != "" {
 			errs = append(errs, errors.New("--mmproj with --endpoint: the running server has its own projector; drop --mmproj"))
-		} else if err := checkFile("--mmproj", e.mmproj, "the path of the model's vision projector GGUF (mmproj-*.gguf)"); err != nil {
+		} else if err := checkFile(mmprojFlag, e.mmproj, "the path of the model's vision projector GGUF (mmproj-*.gguf)"+fix); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -210,6 +210,7 @@ type turn struct {
 	fs         *flag.FlagSet // the parsed flags, to tell given flags from defaults the config may fill
 	configPath string
 	modelName  string // the config's name for the model, when it came from there
+	modelFrom  string // where the model was named when no flag named it ("the default model qwen in FILE"), for errors
 	fromSpec   bool   // the settings come from an agent file, which the config file does not override
 	engine     engineFlags
 	toolFlags  toolFlags

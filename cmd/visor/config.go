@@ -84,6 +84,7 @@ func (t *turn) defaultModel(cfg config.Config) {
 		return
 	}
 	t.modelName = cfg.Model
+	t.modelFrom = fmt.Sprintf("the default model %q of %s", cfg.Model, cfg.Path)
 	t.engine.applyModel(cfg.Models[cfg.Model], explicit(t.fs))
 }
 

@@ -88,12 +88,16 @@ func TestFirstMistakes(t *testing.T) {
 	}
 	notGGUF := filepath.Join(dir, "notes.gguf")
 	_ = os.WriteFile(notGGUF, []byte("these are my notes, not a model\n"), 0o644)
+	// The example config as a newcomer copies it: its default model is a file they do not have.
+	missingDefault := filepath.Join(dir, "config.yaml")
+	_ = os.WriteFile(missingDefault, []byte("model: qwen\nmodels:\n  qwen:\n    path: /nope/qwen.gguf\n"), 0o644)
 	cases := []struct {
 		name  string
 		flags []string
 		want  []string // all must appear
 	}{
 		{"no model", nil, []string{"--model", "--endpoint"}},
+		{"config's default model missing", []string{"--config", missingDefault}, []string{`the default model "qwen" of ` + missingDefault + ": path /nope/qwen.gguf: no such file", "--model NAME"}},
 		{"wrong model path", []string{"--model", "/nope/model.gguf"}, []string{"--model /nope/model.gguf", "no such file", "give"}},
 		{"model is a folder", []string{"--model", dir}, []string{"--model", "is a folder"}},
 		{"model is a FIFO", []string{"--model", fifo}, []string{"--model", "not a regular file"}},
