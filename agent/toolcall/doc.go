@@ -65,7 +65,8 @@
 //     <function-name> make the block malformed (vLLM rejects non-identifier names too).
 //   - Qwen XML: a missing </parameter> before the next known parameter, drifted closers (</parameter1>, a bare
 //     </parameter) and a missing </function> (vLLM qwen3coder, llama.cpp's Qwen3-Coder PEG parser); </parameters>
-//     or </parameterList> followed by the real closer is text; null for a field that cannot be a string is null
+//     or </parameterList> followed by the real closer is text, and so is a <parameter=K> line inside a value when
+//     K is that value's own parameter or is given again further on (a file that documents the tool); null for a field that cannot be a string is null
 //     (vLLM's _convert_param_value). An unclosed <function= tag (no '>') is malformed, and the calls after it
 //     still count (vLLM test_none_tool_calls_filtered).
 //   - GLM: a missing </arg_value> before the next <arg_key>, on its own line (GLM-4.5) or inline when a whole

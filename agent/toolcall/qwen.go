@@ -96,6 +96,7 @@ func joinNote(notes, n string) string {
 // parseXMLParams reads the parameters of one function; n is how much of body the function used.
 func parseXMLParams(body string, closed bool, ty *argTyper, nested *bool) (ps []param, n int, note string, err error) {
 	pos := 0
+	last := lastTags{body: body}
 	for {
 		pos += len(body[pos:]) - len(strings.TrimLeft(body[pos:], " \t\r\n"))
 		r := body[pos:]
@@ -109,7 +110,7 @@ func parseXMLParams(body string, closed bool, ty *argTyper, nested *bool) (ps []
 			}
 			name := strings.Trim(strings.TrimSpace(r[len(paramOpen):gt]), `"'`)
 			vstart := pos + gt + 1
-			end, next, vnote, ok := xmlValueEnd(body, vstart, closed, ty, nested)
+			end, next, vnote, ok := xmlValueEnd(body, name, vstart, closed, ty, nested, &last)
 			if !ok {
 				return nil, 0, "", fmt.Errorf("parameter %q: missing %s (truncated?)", name, paramClose)
 			}
@@ -226,12 +227,52 @@ func endsValue(after string, closed bool, ty *argTyper) bool {
 	return false
 }
 
+// literalParam reports whether the <parameter=name> tag at the start of r is text in the value of parameter
+// self rather than the next parameter after a missing closer: it names the value's own parameter, or the same
+// parameter is given again further on (a file that documents the tool it is written with).
+func literalParam(last *lastTags, at int, name, self string) bool {
+	return name == self || last.of(name) > at
+}
+
+// lastTags finds, once per name, where the last <parameter=NAME> line of a body starts, so that asking for
+// every tag in a long value stays linear.
+type lastTags struct {
+	body string
+	at   map[string]int
+}
+
+func (l *lastTags) of(name string) int {
+	if l.at == nil {
+		// One pass over this function's lines for every name, on the first question; it stops at the function's
+		// end, so that a block of many functions is not scanned once per function.
+		l.at = map[string]int{}
+		body := l.body
+		if e := strings.Index(body, "\n"+tagFuncClose); e >= 0 {
+			body = body[:e]
+		}
+		for i := 0; ; {
+			j := strings.Index(body[i:], "\n"+paramOpen)
+			if j < 0 {
+				break
+			}
+			i += j + 1
+			if n, ok := paramNameAt(body[i:]); ok {
+				l.at[n] = i
+			}
+		}
+	}
+	if i, ok := l.at[name]; ok {
+		return i
+	}
+	return -1
+}
+
 // xmlValueEnd finds where the value that starts at body[from:] ends: end is where its text stops, next where
 // parsing goes on. Values may span lines and contain tags of their own — a file that holds "</parameter>", or a
 // whole <tool_call> example — so a closer counts only where what follows it is another known parameter, the end
 // of the function or the end of the block; call tags that open at the start of a line nest until they close.
 // Without a closer, the value ends before a known <parameter= at the start of a line or before </function>.
-func xmlValueEnd(body string, from int, closed bool, ty *argTyper, nested *bool) (end, next int, note string, ok bool) {
+func xmlValueEnd(body, self string, from int, closed bool, ty *argTyper, nested *bool, last *lastTags) (end, next int, note string, ok bool) {
 	depth := 0
 	for i := from; i < len(body); {
 		j := strings.IndexByte(body[i:], '<')
@@ -267,7 +308,7 @@ func xmlValueEnd(body string, from int, closed bool, ty *argTyper, nested *bool)
 				return i, i + n, note, true
 			}
 		case strings.HasPrefix(r, paramOpen):
-			if name, ok := paramNameAt(r); ok && ty.knows(name) && atLineStart(body, from, i) {
+			if name, ok := paramNameAt(r); ok && ty.knows(name) && atLineStart(body, from, i) && !literalParam(last, i, name, self) {
 				return i, i, "missing </parameter>", true
 			}
 		case strings.HasPrefix(r, tagFuncClose):
@@ -285,7 +326,7 @@ func xmlValueEnd(body string, from int, closed bool, ty *argTyper, nested *bool)
 	if depth > 0 && *nested {
 		// A call tag opened inside the value and never closed: it was prose, not an example. Read flat.
 		*nested = false
-		return xmlValueEnd(body, from, closed, ty, nested)
+		return xmlValueEnd(body, self, from, closed, ty, nested, last)
 	}
 	if closed {
 		// The block ended: its end tag closed the value too.

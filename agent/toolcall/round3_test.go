@@ -227,6 +227,18 @@ var round3Rows = []round3Row{
 		wantCalls: []string{`write_file {"content":"<parameterList>a</parameterList>","path":"x.xml"}`},
 	},
 	{
+		class: "5 leftovers", name: "a real parameter name written literally in a value",
+		format: QwenXML, typed: true,
+		in:        "<tool_call>\n<function=write_file>\n<parameter=content>\nWrite the path as\n<parameter=path>\nand then the text.\n</parameter>\n<parameter=path>\ndocs/howto.md\n</parameter>\n</function>\n</tool_call>",
+		wantCalls: []string{`write_file {"content":"Write the path as\n<parameter=path>\nand then the text.","path":"docs/howto.md"}`},
+	},
+	{
+		class: "5 leftovers", name: "a value that names its own parameter",
+		format: QwenXML, typed: true,
+		in:        "<tool_call>\n<function=write_file>\n<parameter=path>\nt.md\n</parameter>\n<parameter=content>\nThe tag is\n<parameter=content>\nas shown.\n</parameter>\n</function>\n</tool_call>",
+		wantCalls: []string{`write_file {"path":"t.md","content":"The tag is\n<parameter=content>\nas shown."}`},
+	},
+	{
 		class: "5 leftovers", name: "null for a nullable number is null",
 		format: QwenXML, typed: true,
 		in:        "<tool_call>\n<function=search>\n<parameter=limit>\nnull\n</parameter>\n</function>\n</tool_call>",
