@@ -30,6 +30,8 @@ type Config struct {
 	AllowFetch bool     `yaml:"allow_fetch" jsonschema_description:"Let fetch_url reach the network."`
 	AllowShell []string `yaml:"allow_shell" jsonschema_description:"Commands run_shell may run."`
 	DB         string   `yaml:"db" jsonschema_description:"Conversation database (default ~/.local/share/visor/visor.db)."`
+	// ImageWindow is the image window of every command's sessions (an agent file's own wins).
+	ImageWindow *agentfile.ImageWindow `yaml:"image_window" jsonschema_description:"Which images of the history each request re-sends (the stored conversation keeps them all); left out, visor chooses from the engine's measured costs."`
 
 	// Path is the file the config came from; empty when there was none.
 	Path string `yaml:"-"`
@@ -108,6 +110,9 @@ func (c *Config) check(root *yaml.Node) error {
 		if _, ok := c.Models[c.Model]; !ok {
 			return bad("model", fmt.Sprintf("model %q is not one of the models below", c.Model), "add it under `models:` or use one of: "+strings.Join(c.Names(), ", "))
 		}
+	}
+	if problem, fix := c.ImageWindow.Problem(); problem != "" {
+		return bad("image_window", problem, fix)
 	}
 	for _, name := range c.Names() {
 		m := c.Models[name]

@@ -67,6 +67,8 @@ type AgentConfig struct {
 	// renders tools; without it that happens only where the template cannot.
 	Raw    bool
 	Format toolcall.Format
+	// ImageWindow bounds the images each request carries (window.go); the zero value lets the cost model choose.
+	ImageWindow ImageWindow
 }
 
 // Vision says what is known about the engine's projector before it is loaded: a server visor starts has one
@@ -172,6 +174,7 @@ type Service struct {
 	costMu      sync.Mutex
 	cost        *engineCosts // the running engine's, nil until it is first ready
 	relaunchAt  bool         // a relaunch was reported and its ready event is still to come
+	windows     windows      // the image window per engine launch, and the encoded images (window.go)
 }
 
 // New checks cfg and returns a Service.
@@ -555,6 +558,7 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props, slot int, w *turnWa
 		// A tool's images pass the bounds a user's attachments do: the same policy, one message's bounds a step.
 		ToolImages: agent.ToolImages{Limits: s.cfg.Images, MaxImages: s.cfg.MaxPendingImages,
 			MaxBytes: s.cfg.MaxPendingBytes, MaxConversationBytes: s.cfg.MaxSessionImageBytes},
+		ImageWindow: s.imageWindow(r, p), Images: s.imageCache(),
 		Logger: s.cfg.Logger}
 	if !p.Vision {
 		cfg.ToolImages.Refuse = "this model cannot see images (it runs without a vision projector): use a tool that returns text"

@@ -57,6 +57,8 @@ type Spec struct {
 	MaxSteps    int      `yaml:"max_steps" jsonschema:"minimum=1" jsonschema_description:"Most model turns per message (default 8)."`
 	MaxTokens   int      `yaml:"max_tokens" jsonschema:"minimum=0" jsonschema_description:"Most tokens per model turn (0: the server's default)."`
 	Temperature *float32 `yaml:"temperature" jsonschema:"minimum=0,maximum=2" jsonschema_description:"Sampling temperature, 0 to 2."`
+	// ImageWindow bounds the images each request re-sends; nil lets the cost model choose.
+	ImageWindow *ImageWindow `yaml:"image_window" jsonschema_description:"Which images of the history each request re-sends (the stored conversation keeps them all); left out, visor chooses from the engine's measured costs."`
 
 	// Path is the file the spec came from; relative paths inside it were resolved against its folder.
 	Path string `yaml:"-"`
@@ -74,6 +76,29 @@ type Model struct {
 	GPU        string   `yaml:"gpu" jsonschema_description:"GPU the plan is for: auto, a device index, or a size such as 24GiB."`
 	CacheType  string   `yaml:"cache_type" jsonschema_description:"KV cache type for the plan: f16, q8_0 or q4_0."`
 	ServerArgs []string `yaml:"server_args" jsonschema_description:"Extra llama-server arguments, one list item each."`
+}
+
+// ImageWindow is the image window: the last Keep images go out with every request, older ones are replaced in
+// the request by a short stub, Batch at a time (so the prompt cache breaks once per Batch images); Off sends
+// every image every time.
+type ImageWindow struct {
+	Keep  int  `yaml:"keep" jsonschema:"minimum=1" jsonschema_description:"The most recent images every request carries as they are."`
+	Batch int  `yaml:"batch" jsonschema:"minimum=1" jsonschema_description:"Older images leave the request this many at a time (default 1)."`
+	Off   bool `yaml:"off" jsonschema_description:"Send every image of the history with every request."`
+}
+
+// Problem says what is wrong with the window and how to fix it; "" when nothing is.
+func (w *ImageWindow) Problem() (problem, fix string) {
+	switch {
+	case w == nil:
+	case w.Off && (w.Keep != 0 || w.Batch != 0):
+		return "image_window: off is set with keep or batch", "remove off, or keep and batch"
+	case !w.Off && w.Keep < 1:
+		return "image_window: keep must be 1 or more", "give the images every request carries, e.g. `keep: 3`, or `off: true`"
+	case w.Batch < 0:
+		return "image_window: batch cannot be negative", "give 1 or more, e.g. `batch: 4`"
+	}
+	return "", ""
 }
 
 // Step is one user message of Steps: its text and the images it carries.
@@ -482,6 +507,9 @@ func (s *Spec) check(l lines) error {
 	}
 	if m.APIKeyEnv != "" && os.Getenv(m.APIKeyEnv) == "" {
 		return bad(l.key("model", "api_key_env"), "model.api_key_env: the environment variable %s is empty: export it", m.APIKeyEnv)
+	}
+	if problem, fix := s.ImageWindow.Problem(); problem != "" {
+		return bad(l.key("image_window"), "%s: %s", problem, fix)
 	}
 	if err := oneOf("model.plan", m.Plan, "auto", "off"); err != nil {
 		return bad(l.key("model", "plan"), "%v", err)

@@ -133,7 +133,8 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		Logger:        logger, Images: a.limits, Scheduler: sched,
 		EngineCosts: seen.costs, ImageTokens: projectorTokens(proj),
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
-			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format}}
+			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format,
+			ImageWindow: sessionWindow(t.imageWindow)}}
 	if a.store != nil {
 		scfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
 		scfg.Costs = session.StoredCosts{Rows: a.store}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
@@ -282,6 +283,16 @@ type agentOptions struct {
 	showReasoning bool
 	// explain prints, on stderr as the turn goes, what was done ahead of time, why, and what it took.
 	explain bool
+	// imageWindow is the agent file's or the config's image_window (nil: the cost model chooses).
+	imageWindow *agentfile.ImageWindow
+}
+
+// sessionWindow is the image window setting as the session service takes it.
+func sessionWindow(w *agentfile.ImageWindow) session.ImageWindow {
+	if w == nil {
+		return session.ImageWindow{}
+	}
+	return session.ImageWindow{Off: w.Off, Keep: w.Keep, Batch: w.Batch}
 }
 
 // registerExplain adds --explain, for the commands that print a turn as it goes (ask, chat, run).

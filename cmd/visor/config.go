@@ -56,6 +56,9 @@ func (t *turn) applyConfig(cfg config.Config) error {
 			t.engine.applyModel(m, set)
 		}
 	}
+	if t.imageWindow == nil {
+		t.imageWindow = cfg.ImageWindow // an agent file's own wins
+	}
 	if t.fromSpec {
 		return nil // an agent file's tools and workspace are the agent's own
 	}

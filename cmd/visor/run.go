@@ -141,6 +141,7 @@ func applySpec(t *turn, s agentfile.Spec) error {
 		t.toolFlags.format = "hermes"
 	}
 	t.system, t.maxSteps, t.maxTokens, t.choice, t.temperature = s.System, s.MaxSteps, s.MaxTokens, s.ToolChoice, s.Temperature
+	t.imageWindow = s.ImageWindow
 	if t.maxSteps == 0 {
 		t.maxSteps = 8
 	}

@@ -1,0 +1,77 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/tools"
+)
+
+// TestImageWindowInSessions: a stored screenshot chat on a real llama-server sends fewer image tokens per
+// request with the window than with it off, while the store keeps every image either way, so a resumed session
+// (and show/export) has them all. The window is on by default and can be turned off.
+func TestImageWindowInSessions(t *testing.T) {
+	// 64 tokens an image, so an image is longer than its stub even in the tiny model's byte-sized vocabulary.
+	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{ImageSize: 64}, llamacpp.Config{Parallel: 1})
+	ctx := context.Background()
+	const turns = 6
+	prompt := map[string]int{}
+	for _, c := range []struct {
+		name string
+		w    session.ImageWindow
+	}{{"off", session.ImageWindow{Off: true}}, {"by hand", session.ImageWindow{Keep: 2, Batch: 2}}, {"default", session.ImageWindow{}}} {
+		st := openStore(t)
+		svc := testkit.Service(t, srv, st, func(cfg *session.Config) {
+			cfg.Agent.ImageWindow = c.w
+			cfg.Vision = session.VisionYes
+		})
+		sess, err := svc.Open(ctx, session.OpenOptions{Title: c.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last int
+		for i := range turns {
+			im := tools.Image{MIME: "image/png", Data: testkit.PNG(t, 20+i, 20)}
+			res, err := sess.Turn(ctx, fmt.Sprintf("screen %d?", i), []tools.Image{im}, nil)
+			if err != nil {
+				t.Fatalf("%s, turn %d: %v", c.name, i, err)
+			}
+			last = res.Final.Timings.PromptN + res.Final.Timings.CacheN
+		}
+		prompt[c.name] = last
+		msgs, err := st.Messages(ctx, sess.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := 0
+		for _, m := range msgs {
+			stored += len(m.Images)
+		}
+		if stored != turns {
+			t.Errorf("%s: the store holds %d images, want all %d", c.name, stored, turns)
+		}
+		sess.Close()
+		again, err := svc.Open(ctx, session.OpenOptions{Resume: sess.ID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := 0
+		for _, m := range again.History() {
+			held += len(m.Images)
+		}
+		if held != turns {
+			t.Errorf("%s: the resumed session holds %d images, want %d", c.name, held, turns)
+		}
+		again.Close()
+	}
+	t.Logf("last request's prompt tokens: %v", prompt)
+	if prompt["by hand"] >= prompt["off"] || prompt["default"] >= prompt["off"] {
+		t.Errorf("with the window the last request should be shorter than with every image: %v", prompt)
+	}
+}
