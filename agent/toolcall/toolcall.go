@@ -61,8 +61,9 @@ func (f Format) String() string {
 	return "auto"
 }
 
-// Kind says what an Event carries.
-type Kind int
+// Kind says what an Event carries. It is 32 bits so that Event.Shown packs beside it: a streamed message makes an
+// Event slice per chunk.
+type Kind int32
 
 const (
 	// KindContent is answer text meant for the user.
@@ -130,12 +131,12 @@ type Call struct {
 // Event is one piece of parser output, emitted as soon as it is complete.
 type Event struct {
 	Kind Kind
-	Text string // content or reasoning text; for KindError the offending text
-	Call *Call  // KindCall and KindReasoningCall
-	Err  error  // KindError
 	// Shown (KindError): Text was also emitted as content, just before, because it stays part of the answer (a
 	// block that holds no call). A front end that shows error text must not show it twice.
 	Shown bool
+	Text  string // content or reasoning text; for KindError the offending text
+	Call  *Call  // KindCall and KindReasoningCall
+	Err   error  // KindError
 }
 
 // Parser splits a streamed assistant message into content, reasoning and tool calls. The zero value is not ready;
