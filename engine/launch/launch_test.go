@@ -165,7 +165,7 @@ func TestStartRefusesSilentCPUFallback(t *testing.T) {
 		t.Fatal("a GPU plan started on the CPU without an error")
 	}
 	if !errors.Is(err, llamacpp.ErrCPUFallback) || !strings.Contains(err.Error(), "NVIDIA H200") ||
-		!strings.Contains(err.Error(), "VISOR_ENGINE_GPU=vulkan") {
+		!strings.Contains(err.Error(), "visor engine install --gpu vulkan") {
 		t.Errorf("error should name the GPU and the fix: %v", err)
 	}
 }
