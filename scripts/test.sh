@@ -42,14 +42,20 @@ if [ -z "${VISOR_MCP_INSPECTOR:-}" ]; then
   fi
 fi
 
-# The official OpenAI Node SDK, for the gateway's client test, goes into visor's cache folder when node and npm are
-# there (npm's own registry settings apply). In CI the test fails rather than skips without it.
+# The agent SDKs the gateway's client tests drive (the OpenAI Node SDK, the Vercel AI SDK with its OpenAI provider,
+# LangChain JS) go into visor's cache folder when node and npm are there (npm's own registry settings apply), all in
+# one install so npm keeps each of them. In CI the tests fail rather than skip without them.
 if command -v node >/dev/null && command -v npm >/dev/null; then
   npm_dir=${XDG_CACHE_HOME:-$HOME/.cache}/visor/npm
-  if [ ! -f "$npm_dir/node_modules/openai/package.json" ]; then
+  sdks=(openai@5 ai@7 @ai-sdk/openai@4 @langchain/openai@1 @langchain/core@1)
+  missing=
+  for p in "${sdks[@]}"; do
+    [ -f "$npm_dir/node_modules/${p%@*}/package.json" ] || missing=1
+  done
+  if [ -n "$missing" ]; then
     mkdir -p "$npm_dir"
-    progress "test.sh: installing the OpenAI Node SDK into $npm_dir for the gateway's client test (npm, ~30 s) …" \
-      npm install --prefix "$npm_dir" --no-audit --no-fund --no-save --loglevel=error openai@5 >/dev/null
+    progress "test.sh: installing the agent SDKs into $npm_dir for the gateway's client tests (npm, ~40 s) …" \
+      npm install --prefix "$npm_dir" --no-audit --no-fund --no-save --loglevel=error "${sdks[@]}" >/dev/null
   fi
   export VISOR_NODE_MODULES="$npm_dir/node_modules"
 fi

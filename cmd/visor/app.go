@@ -239,7 +239,7 @@ func launcher(e engineFlags, stderr io.Writer, logger *slog.Logger, seen *launch
 		// The load shows the server's own log lines as its progress, from the first second on.
 		prog := startProgress(stderr, "loading "+filepath.Base(e.model))
 		cfg := llamacpp.Config{
-			Binary: e.server, ExtraArgs: e.extra, LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
+			Binary: e.server, ExtraArgs: e.extra, Env: e.env, LogFile: filepath.Join(logDir, "llama-server.log"), Logger: logger,
 			OnLog: func(line string) {
 				if phase, ok := serverPhase(line); ok {
 					prog.Phase(phase)

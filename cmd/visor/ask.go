@@ -33,6 +33,8 @@ type engineFlags struct {
 	// own: the engine is this process's alone (a gateway's, which it unloads and swaps): never reuse one that
 	// another process advertises.
 	own bool
+	// env is added to the environment of the llama-server visor starts.
+	env []string
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {

@@ -28,6 +28,9 @@ import (
 // a command of its own rather than a mode of `visor serve`, which keeps one engine on a random port for other
 // visor commands; the gateway's engines are advertised the same way, so those commands reuse them too.
 func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if len(args) > 0 && (args[0] == "running" || args[0] == "load" || args[0] == "unload") {
+		return cmdGatewayAdmin(ctx, args[0], args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var ef engineFlags
@@ -143,6 +146,10 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 	if len(mc.Args) > 0 {
 		ef.extra = append(envServerArgs(), mc.Args...)
 	}
+	if mc.Embeddings {
+		ef.extra = append(append(listFlag{}, ef.extra...), "--embeddings")
+	}
+	ef.env = mc.Env
 	if mc.APIKeyEnv != "" {
 		ef.apiKey = os.Getenv(mc.APIKeyEnv)
 	} else if mc.APIKey != "" {
@@ -153,7 +160,8 @@ func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr 
 		return gateway.Model{}, fmt.Errorf("model %q: %w", name, err)
 	}
 	m := gateway.Model{Name: name, Group: mc.Group, Remote: mc.Endpoint != "", Slots: ef.parallel,
-		UpstreamModel: mc.UpstreamModel, ToolFormat: mc.ToolFormat, ToolsAsText: mc.ToolsAsText, APIKey: ef.apiKey}
+		UpstreamModel: mc.UpstreamModel, ToolFormat: mc.ToolFormat, ToolsAsText: mc.ToolsAsText, APIKey: ef.apiKey,
+		Vision: ef.mmproj != "", Embeddings: mc.Embeddings, Ctx: ef.ctx, MTP: hasMTP(ef.extra), Aliases: mc.Aliases}
 	if m.Remote {
 		m.Slots = 64 // the remote server queues for itself
 	} else if ef.mmproj != "" && ef.parallel > 1 {
@@ -193,6 +201,16 @@ func (c closer) Close(ctx context.Context) error {
 	err := c.Conductor.Close(ctx)
 	c.after()
 	return err
+}
+
+// hasMTP reports whether llama-server's arguments turn on MTP speculation.
+func hasMTP(args []string) bool {
+	for i, a := range args {
+		if a == "--spec-type=draft-mtp" || a == "--spec-type" && i+1 < len(args) && args[i+1] == "draft-mtp" {
+			return true
+		}
+	}
+	return false
 }
 
 // advertisedURL is the engine address an advertisement file names, "" when unreadable.

@@ -48,6 +48,22 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil || r.Choices[0].Message.Content != "Hi!" {
 		t.Fatalf("chat through visor gateway: %+v %v\n%s", r, err, errb.String())
 	}
+	// The management commands.
+	if o, _, err := visor(t, "gateway", "running", "--url", base); err != nil || !strings.Contains(o, "tiny\tloaded") {
+		t.Fatalf("gateway running: %v %q", err, o)
+	}
+	if o, _, err := visor(t, "gateway", "unload", "tiny", "--url", base); err != nil || !strings.Contains(o, "tiny\tunloaded") {
+		t.Fatalf("gateway unload: %v %q", err, o)
+	}
+	if o, _, err := visor(t, "gateway", "running", "--url", base); err != nil || !strings.Contains(o, "no model is loaded") {
+		t.Fatalf("gateway running after unload: %v %q", err, o)
+	}
+	if _, _, err := visor(t, "gateway", "load", "nope", "--url", base); err == nil || !strings.Contains(err.Error(), `"nope" does not exist here`) {
+		t.Fatalf("gateway load nope: %v", err)
+	}
+	if o, _, err := visor(t, "gateway", "load", "tiny", "--url", base); err != nil || !strings.Contains(o, "tiny\tloaded") {
+		t.Fatalf("gateway load: %v %q", err, o)
+	}
 	// A second gateway on the same model starts an engine of its own: it could not unload another's.
 	ctx2, cancel2 := context.WithCancel(ctx)
 	base2, done2, errb2 := startGateway(t, ctx2, "tiny", "--config", cfg, "--addr", "127.0.0.1:0")

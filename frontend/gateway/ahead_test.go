@@ -69,7 +69,7 @@ func (e *heldEngine) Close(context.Context) error                          { ret
 func TestQueuedRequestIsPrefilled(t *testing.T) {
 	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{}, llamacpp.Config{Parallel: 2})
 	eng := &heldEngine{r: testkit.ReadyOf(srv), entered: make(chan struct{}, 8)}
-	gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "tiny", Slots: 1, ServerSlots: 2,
+	gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "tiny", Slots: 1, ServerSlots: 2, Vision: true,
 		Open: func() gateway.Engine { return eng }}}})
 	if err != nil {
 		t.Fatal(err)

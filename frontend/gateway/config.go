@@ -33,6 +33,9 @@ import (
 //	    parallel: 2             # llama-server slots; with mmproj one is kept for the images of requests that wait
 //	    args: [--temp, "0.6"]
 //	    group: small            # models of one group may stay loaded together
+//	    aliases: [gpt-4o-mini]  # other names clients may use
+//	    env: [GGML_VK_VISIBLE_DEVICES=0]  # added to the server's environment
+//	    embeddings: false       # true starts it with --embeddings, for /v1/embeddings
 //	    tool_format: qwen-xml   # the dialect calls are repaired from (default auto)
 //	  big:
 //	    endpoint: http://gpu-box:8000/v1
@@ -57,6 +60,12 @@ type ModelConfig struct {
 	Parallel int      `yaml:"parallel"`
 	Args     []string `yaml:"args"`
 	Group    string   `yaml:"group"`
+	// Aliases are other names clients may use for the model (gpt-4o-mini, an old name).
+	Aliases []string `yaml:"aliases"`
+	// Env is added to the environment of the model's llama-server (NAME=VALUE each).
+	Env []string `yaml:"env"`
+	// Embeddings starts the server with --embeddings, for /v1/embeddings.
+	Embeddings bool `yaml:"embeddings"`
 
 	Endpoint      string `yaml:"endpoint"`
 	APIKeyEnv     string `yaml:"api_key_env"`
@@ -144,6 +153,22 @@ func ParseConfig(path string, data []byte) (FileConfig, error) {
 		}
 		if m.APIKeyEnv != "" && os.Getenv(m.APIKeyEnv) == "" {
 			errs = append(errs, fmt.Errorf("%s: api_key_env %s is not set: export %s=KEY first", where, m.APIKeyEnv, m.APIKeyEnv))
+		}
+		for _, a := range m.Aliases {
+			if !nameRE.MatchString(a) {
+				errs = append(errs, fmt.Errorf("%s: alias %q: a name is letters, digits and . _ : / @ + - (at most 128)", where, a))
+			}
+			if _, clash := fc.Models[a]; clash {
+				errs = append(errs, fmt.Errorf("%s: alias %q is also a model's name: drop one", where, a))
+			}
+		}
+		for _, kv := range m.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+				errs = append(errs, fmt.Errorf("%s: env %q: write NAME=VALUE", where, kv))
+			}
+		}
+		if m.Endpoint != "" && (len(m.Env) > 0 || m.Embeddings) {
+			errs = append(errs, fmt.Errorf("%s: env and embeddings are for a model visor starts; the endpoint has its own", where))
 		}
 		if m.Ctx < 0 || m.Parallel < 0 {
 			errs = append(errs, fmt.Errorf("%s: ctx and parallel must not be negative", where))

@@ -1,5 +1,6 @@
 // Package gateway provides visor's OpenAI-compatible HTTP endpoint: /v1/chat/completions (streaming or not,
-// tools, images), /v1/models, /health and /metrics, in front of several models by name. Each local model is
+// tools, images), /v1/responses (translated to chat completions and back), /v1/models and /v1/models/{id},
+// a management API under /v1/visor/, /health and /metrics, in front of several models by name. Each local model is
 // started by its own engine (a conductor, which the command builds from the VRAM plan) on the first request
 // that names it; a request for a model that cannot be loaded beside the current one waits for the requests on it
 // to finish, then swaps (one model, or one group, at a time), and an idle model unloads after a set time. A name
@@ -22,5 +23,5 @@
 // 503 after the queue timeout, both with Retry-After).
 //
 // It does not start engines itself (Model.Open does), batch requests, or translate other APIs (Anthropic,
-// Ollama, the Responses API).
+// Ollama).
 package gateway

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -82,6 +83,12 @@ type Gateway struct {
 	cors    map[string]bool // origins a browser may call from (lower case, no trailing slash)
 	names   []string
 	checked *checkedImages // digests of images that passed intake
+	alias   map[string]string
+	resps   *responseStore
+	started time.Time
+	ctxMu   sync.Mutex
+	ctx     map[string]int64 // context lengths read from the servers
+	urls    map[string]string
 	quit    chan struct{}
 	done    chan struct{}
 }
@@ -121,13 +128,28 @@ func New(cfg Config) (*Gateway, error) {
 		// no compression, so bytes pass through as the server wrote them.
 		hc: &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 			MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}}
+	g.alias, g.ctx, g.started = map[string]string{}, map[string]int64{}, time.Now()
+	g.resps, g.urls = newResponseStore(64<<20), map[string]string{}
+	for _, m := range cfg.Models {
+		for _, a := range m.Aliases {
+			if _, dup := p.entries[a]; dup || g.alias[a] != "" {
+				return nil, fmt.Errorf("gateway: alias %q of model %q is already a model's name or alias", a, m.Name)
+			}
+			g.alias[a] = m.Name
+		}
+	}
 	g.cors = map[string]bool{}
 	for _, o := range cfg.AllowedOrigins {
 		g.cors[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
 	g.mux, g.paths = http.NewServeMux(), http.NewServeMux()
 	g.handle("/v1/chat/completions", g.chat, http.MethodPost)
+	g.handle("/v1/responses", g.responses, http.MethodPost)
 	g.handle("/v1/models", g.models, http.MethodGet)
+	g.handle("/v1/models/{id...}", g.model, http.MethodGet)
+	g.handle("/v1/visor/running", g.running, http.MethodGet)
+	g.handle("/v1/visor/models/{id}/load", g.load, http.MethodPost)
+	g.handle("/v1/visor/models/{id}/unload", g.unload, http.MethodPost)
 	g.handle("/health", g.health, http.MethodGet)
 	g.handle("/metrics", g.metricsPage, http.MethodGet)
 	g.mux.HandleFunc("/", g.notFound)
@@ -138,7 +160,8 @@ func New(cfg Config) (*Gateway, error) {
 // Preload loads a model now and waits until it answers, so that one that cannot load fails at start rather
 // than at the first request. Models that cannot stay loaded together unload each other as requests would.
 func (g *Gateway) Preload(ctx context.Context, name string) error {
-	if _, ok := g.pool.entries[name]; !ok {
+	name, ok := g.resolve(name)
+	if !ok {
 		return fmt.Errorf("gateway: no model %q to preload: the names are %s", name, strings.Join(g.names, ", "))
 	}
 	eng, release, _, err := g.pool.acquire(ctx, name)
@@ -147,9 +170,11 @@ func (g *Gateway) Preload(ctx context.Context, name string) error {
 	}
 	defer release()
 	t0 := time.Now()
-	if _, err := eng.EnsureReady(ctx); err != nil {
+	ready, err := eng.EnsureReady(ctx)
+	if err != nil {
 		return fmt.Errorf("gateway: model %q: %w", name, err)
 	}
+	g.ready(g.pool.entries[name].m, ready.URL)
 	g.metrics.swapWait(name, 0, time.Since(t0))
 	return nil
 }
@@ -216,24 +241,6 @@ func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
 }
 
-func (g *Gateway) models(w http.ResponseWriter, _ *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
-	for _, n := range g.names {
-		out.Data = append(out.Data, model{ID: n, Object: "model", OwnedBy: "visor"})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
 func (g *Gateway) metricsPage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	g.metrics.write(w, g.pool.loaded(), g.cfg.VRAM)
@@ -269,28 +276,28 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	if req.model == "" && len(g.names) == 1 {
 		req.model = g.names[0]
 	}
-	e, ok := g.pool.entries[req.model]
+	name, ok := g.resolve(req.model)
 	if !ok {
 		// A name nobody configured is counted under one label: a client sending many names must not grow
 		// /metrics (and memory) without bound.
-		g.metrics.request(unknownModel, http.StatusNotFound)
-		if req.model == "" {
-			apiError(w, http.StatusBadRequest, "invalid_request_error", "model_not_found", "model", "no model named: set \"model\" to one of %s", strings.Join(g.names, ", "))
-			return
-		}
-		apiError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-			"the model %q does not exist here: this gateway serves %s", req.model, strings.Join(g.names, ", "))
+		g.unknownModel(w, req.model)
 		return
 	}
-	md := e.m
+	md := g.pool.entries[name].m
 	if msg, param := checkMessages(body); msg != "" {
 		g.metrics.request(req.model, http.StatusBadRequest)
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", param, "%s", msg)
 		return
 	}
+	if !md.Remote && !md.Vision && hasAnyImage(body) {
+		g.metrics.request(md.Name, http.StatusBadRequest)
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "model_not_vision", "messages",
+			"the model %q takes no images (it has no vision projector): send text only, or use a model with mmproj: in the gateway's config", req.model)
+		return
+	}
 	if !md.Remote {
 		if err := checkImages(body, g.cfg.Images, g.checked); err != nil {
-			g.metrics.request(req.model, http.StatusBadRequest)
+			g.metrics.request(md.Name, http.StatusBadRequest)
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "invalid_image", "messages", "%v", err)
 			return
 		}
@@ -309,7 +316,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	status := g.serveChat(w, r, md, req)
-	g.metrics.request(req.model, status)
+	g.metrics.request(md.Name, status)
 }
 
 // serveChat answers one admitted request and returns the status sent.
@@ -355,6 +362,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	if err != nil {
 		return g.engineError(w, md, err)
 	}
+	g.ready(md, ready.URL)
 	if load := time.Since(t0); swapWait > 0 || load > 100*time.Millisecond {
 		g.metrics.swapWait(md.Name, swapWait+load, load)
 	}
@@ -382,13 +390,14 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	}
 	f, _ := toolcall.ParseFormat(md.ToolFormat)
 	rep := &repairer{g: g, model: md.Name, format: f, req: req, tools: md.ToolsAsText}
+	rn := newRenamer(w, req.model)
 	if req.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		copyHeaders(w, resp)
 		w.WriteHeader(http.StatusOK)
 		if req.tools || g.cfg.Recorder != nil {
-			rep.stream(ctx, w, resp.Body)
+			rep.stream(ctx, rn, resp.Body)
 		} else {
-			g.passStream(w, md.Name, resp.Body)
+			g.passStream(rn, md.Name, resp.Body)
 		}
 		return http.StatusOK
 	}
@@ -402,6 +411,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	if req.tools {
 		b = rep.whole(b, "content")
 	}
+	b = rn.whole(b)
 	copyHeaders(w, resp)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
@@ -438,7 +448,7 @@ func (g *Gateway) retryUnparsed(w http.ResponseWriter, r *http.Request, md Model
 	}
 	f, _ := toolcall.ParseFormat(md.ToolFormat)
 	rep := &repairer{g: g, model: md.Name, format: f, req: req}
-	b = rep.whole(b, "parse_error")
+	b = newRenamer(w, req.model).whole(rep.whole(b, "parse_error"))
 	if g.cfg.Recorder != nil {
 		defer g.record(req, b)
 	}

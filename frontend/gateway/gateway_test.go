@@ -48,7 +48,7 @@ func tinyModel(t testing.TB, dir, name, group string, vision bool, slots int, f 
 	if vision {
 		cfg.MMProj = proj
 	}
-	return gateway.Model{Name: name, Group: group, Slots: slots, Open: func() gateway.Engine {
+	return gateway.Model{Name: name, Group: group, Slots: slots, Vision: vision, Ctx: 4096, Open: func() gateway.Engine {
 		return conductor.New(conductor.Config{Launch: func(ctx context.Context, _ string) (conductor.Process, error) {
 			f.mu.Lock()
 			f.starts[name]++
@@ -100,8 +100,10 @@ func sharedFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 		rec := gateway.NewSessionRecorder(store, nil)
+		tiny := tinyModel(t, dir, "tiny", "a", true, 2, f)
+		tiny.Aliases = []string{"gpt-4o-mini"}
 		gw, err := gateway.New(gateway.Config{Models: []gateway.Model{
-			tinyModel(t, dir, "tiny", "a", true, 2, f), text, tinyModel(t, dir, "second", "", false, 1, f),
+			tiny, text, tinyModel(t, dir, "second", "", false, 1, f),
 		}, MaxQueue: 16, QueueTimeout: time.Minute, Recorder: rec})
 		if err != nil {
 			t.Fatal(err)

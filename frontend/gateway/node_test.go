@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,5 +80,77 @@ func TestGatewayWithOpenAINodeSDK(t *testing.T) {
 		t.Errorf("unknown model: %v", got.Unknown)
 	case !reflect.DeepEqual(got.Models, []string{"tiny", "tiny-text", "second"}):
 		t.Errorf("models %v", got.Models)
+	}
+}
+
+// nodeModule skips (fails in CI) when scripts/test.sh has not installed pkg beside the OpenAI SDK.
+func nodeModule(t *testing.T, modules, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
+		fail := t.Skipf
+		if os.Getenv("CI") != "" {
+			fail = t.Fatalf
+		}
+		fail("%s is not installed in %s: run scripts/test.sh (it runs npm install there)", pkg, modules)
+	}
+}
+
+// TestGatewayWithAgentSDKs: the Vercel AI SDK (its default Responses provider and its chat provider, generate
+// and stream), LangChain JS (chat completions and useResponsesApi) and the OpenAI Node SDK's Responses API each
+// run a conversation whose first message carries an image: the model calls list_dir, the SDK sends the result
+// back, and the model answers.
+func TestGatewayWithAgentSDKs(t *testing.T) {
+	node, modules := nodeSDK(t)
+	for _, p := range []string{"ai", "@ai-sdk/openai", "@langchain/openai", "@langchain/core"} {
+		nodeModule(t, modules, p)
+	}
+	f := sharedFixture(t)
+	img := filepath.Join(t.TempDir(), "img.png")
+	if err := os.WriteFile(img, pngBytes(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "testdata/sdks.mjs", f.url, img, modules)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	type run struct {
+		Text  string
+		Steps int
+		Calls []any
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node printed %q: %v", out, err)
+	}
+	for k, v := range got {
+		if strings.HasSuffix(k, "Error") {
+			t.Errorf("%s: %s", k, v)
+		}
+	}
+	for _, name := range []string{"vercelResponses", "vercelResponsesStream", "vercelChat", "vercelChatStream"} {
+		var r run
+		_ = json.Unmarshal(got[name], &r)
+		if r.Text != "Hi!" || r.Steps != 2 || len(r.Calls) != 1 || r.Calls[0] != `{"path":"."}` {
+			t.Errorf("%s: %s: want list_dir {\"path\":\".\"} called once, then Hi! in 2 steps", name, got[name])
+		}
+	}
+	for _, name := range []string{"langchainChat", "langchainResponses", "openaiResponses"} {
+		var r struct {
+			Text, StreamText, Model string
+			Calls                   [][]string
+		}
+		_ = json.Unmarshal(got[name], &r)
+		if r.Text != "Hi!" || !reflect.DeepEqual(r.Calls, [][]string{{"list_dir", `{"path":"."}`}}) ||
+			name == "openaiResponses" && (r.StreamText != "Hi!" || r.Model != "tiny") {
+			t.Errorf("%s: %s: want list_dir {\"path\":\".\"}, then Hi!", name, got[name])
+		}
+	}
+	var unknown []any
+	_ = json.Unmarshal(got["openaiResponsesUnknown"], &unknown)
+	if len(unknown) != 2 || unknown[0] != float64(404) || !strings.Contains(fmt.Sprint(unknown[1]), `"nope" does not exist`) {
+		t.Errorf("unknown model through responses: %s", got["openaiResponsesUnknown"])
 	}
 }

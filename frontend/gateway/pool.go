@@ -43,6 +43,14 @@ type Model struct {
 	ToolsAsText bool
 	// APIKey is sent to the server (remote endpoints).
 	APIKey string
+
+	// What /v1/models says of the model. Vision: it has a projector, so requests may carry images (one without
+	// is refused before the engine); Embeddings: its server runs with --embeddings; Ctx: the context length
+	// it is started with (0: the model's own, read from the server once loaded); MTP: it speculates with MTP.
+	Vision, Embeddings, MTP bool
+	Ctx                     int
+	// Aliases are other names requests may use for the model; answers carry the name the request used.
+	Aliases []string
 }
 
 // errBusy and errQueueTimeout are refusals the client should retry later (429 and 503 with Retry-After).
@@ -73,6 +81,8 @@ type pool struct {
 type entry struct {
 	m        Model
 	eng      Engine // nil when not loaded
+	ready    bool   // eng answered: loaded rather than loading
+	loadFrom time.Time
 	inflight int
 	wanted   int // requests waiting for this model to be loaded
 	lastUsed time.Time
@@ -240,7 +250,7 @@ func (p *pool) swap(e *entry) {
 		o := p.entries[name]
 		if o.eng != nil && conflicts(o, e) {
 			victims = append(victims, o.eng)
-			o.eng = nil
+			o.eng, o.ready = nil, false
 		}
 	}
 	p.mu.Unlock()
@@ -251,7 +261,7 @@ func (p *pool) swap(e *entry) {
 	}
 	eng := e.m.Open()
 	p.mu.Lock()
-	e.eng = eng
+	e.eng, e.ready, e.loadFrom = eng, false, p.now()
 	e.lastUsed = p.now()
 	p.swapRun = false
 	if len(victims) > 0 {
@@ -355,7 +365,7 @@ func (p *pool) unloadIdle() int {
 	for _, e := range p.entries {
 		if e.eng != nil && !e.m.Remote && e.inflight == 0 && p.now().Sub(e.lastUsed) >= p.idle && !p.swapRun {
 			idle = append(idle, e.eng)
-			e.eng = nil
+			e.eng, e.ready = nil, false
 		}
 	}
 	if len(idle) > 0 {
@@ -377,7 +387,7 @@ func (p *pool) close(ctx context.Context) error {
 	for _, e := range p.entries {
 		if e.eng != nil {
 			all = append(all, e.eng)
-			e.eng = nil
+			e.eng, e.ready = nil, false
 		}
 	}
 	p.broadcast()
@@ -387,4 +397,60 @@ func (p *pool) close(ctx context.Context) error {
 		errs = append(errs, eng.Close(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// markReady notes that name's engine answered. Its callers hold an admission, so the engine cannot have been
+// swapped out meanwhile.
+func (p *pool) markReady(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.entries[name]; e != nil && e.eng != nil {
+		e.ready = true
+	}
+}
+
+// modelState is one model's state for /v1/models and the management API.
+type modelState struct {
+	State    string // loaded, loading, unloaded
+	Inflight int
+	Since    time.Time // when the load began
+}
+
+func (p *pool) state(name string) modelState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[name]
+	switch {
+	case e.eng == nil:
+		return modelState{State: "unloaded"}
+	case !e.ready:
+		return modelState{State: "loading", Inflight: e.inflight, Since: e.loadFrom}
+	}
+	return modelState{State: "loaded", Inflight: e.inflight, Since: e.loadFrom}
+}
+
+// unload closes name's engine once the requests on it have finished; false when it was not loaded.
+func (p *pool) unload(ctx context.Context, name string) (bool, error) {
+	p.mu.Lock()
+	e := p.entries[name]
+	for e.eng != nil && (e.inflight > 0 || p.swapRun) {
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	eng := e.eng
+	e.eng, e.ready = nil, false
+	if eng != nil {
+		p.broadcast()
+	}
+	p.mu.Unlock()
+	if eng == nil {
+		return false, nil
+	}
+	return true, eng.Close(ctx)
 }

@@ -90,3 +90,16 @@ func jsonKind(r gjson.Result) string {
 	}
 	return "not JSON"
 }
+
+// hasAnyImage reports whether any message of a chat body carries an image part.
+func hasAnyImage(body []byte) bool {
+	found := false
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		m.Get("content").ForEach(func(_, p gjson.Result) bool {
+			found = p.Get("type").String() == "image_url"
+			return !found
+		})
+		return !found
+	})
+	return found
+}

@@ -1,0 +1,133 @@
+package gateway_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func postJSON(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func decodeResp(t *testing.T, b []byte) (id, model, text string, calls [][3]string, inTok int) {
+	t.Helper()
+	var r struct {
+		ID     string           `json:"id"`
+		Object string           `json:"object"`
+		Model  string           `json:"model"`
+		Output []map[string]any `json:"output"`
+		Usage  struct {
+			InputTokens int `json:"input_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Object != "response" {
+		t.Fatalf("not a response: %s", b)
+	}
+	for _, o := range r.Output {
+		switch o["type"] {
+		case "message":
+			for _, c := range o["content"].([]any) {
+				text += c.(map[string]any)["text"].(string)
+			}
+		case "function_call":
+			calls = append(calls, [3]string{o["call_id"].(string), o["name"].(string), o["arguments"].(string)})
+		}
+	}
+	return r.ID, r.Model, text, calls, r.Usage.InputTokens
+}
+
+// TestGatewayResponses: /v1/responses through the real llama-server: text, a tool round trip with
+// function_call_output, an image, previous_response_id and item_reference, and the streamed events.
+func TestGatewayResponses(t *testing.T) {
+	f := sharedFixture(t)
+	u := f.url + "/v1/responses"
+	tools := `[{"type":"function","name":"list_dir","description":"List a folder","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}]`
+
+	st, b := postJSON(t, u, `{"model":"gpt-4o-mini","input":"hello"}`)
+	id, model, text, _, plainTok := decodeResp(t, b)
+	if st != 200 || text != "Hi!" || model != "gpt-4o-mini" || !strings.HasPrefix(id, "resp_") {
+		t.Fatalf("text: %d %s", st, b)
+	}
+	st, b = postJSON(t, u, `{"model":"tiny","input":[{"role":"user","content":"what is here?"}],"tools":`+tools+`}`)
+	id1, _, _, calls, _ := decodeResp(t, b)
+	if st != 200 || len(calls) != 1 || calls[0][1] != "list_dir" || calls[0][2] != `{"path":"."}` {
+		t.Fatalf("tool call: %d %s", st, b)
+	}
+	st, b = postJSON(t, u, `{"model":"tiny","tools":`+tools+`,"input":[{"role":"user","content":"what is here?"},`+
+		`{"type":"function_call","call_id":"`+calls[0][0]+`","name":"list_dir","arguments":"{\"path\":\".\"}"},`+
+		`{"type":"function_call_output","call_id":"`+calls[0][0]+`","output":"[\"a.txt\"]"}]}`)
+	if _, _, text, calls2, _ := decodeResp(t, b); st != 200 || text != "Hi!" || len(calls2) != 0 {
+		t.Fatalf("after the result: %d %s", st, b)
+	}
+	// The same through previous_response_id.
+	st, b = postJSON(t, u, `{"model":"tiny","tools":`+tools+`,"previous_response_id":"`+id1+`","input":[`+
+		`{"type":"function_call_output","call_id":"`+calls[0][0]+`","output":"[\"a.txt\"]"}]}`)
+	if _, _, text, _, _ := decodeResp(t, b); st != 200 || text != "Hi!" {
+		t.Fatalf("previous_response_id: %d %s", st, b)
+	}
+	if st, b := postJSON(t, u, `{"model":"tiny","previous_response_id":"resp_nope","input":"hi"}`); st != 400 || !strings.Contains(string(b), "not known here") {
+		t.Fatalf("unknown previous_response_id: %d %s", st, b)
+	}
+	png := base64.StdEncoding.EncodeToString(pngBytes(t))
+	st, b = postJSON(t, u, `{"model":"tiny","input":[{"role":"user","content":[{"type":"input_text","text":"hello"},{"type":"input_image","image_url":"data:image/png;base64,`+png+`"}]}]}`)
+	if _, _, text, _, tok := decodeResp(t, b); st != 200 || text != "Hi!" || tok != plainTok+16 {
+		t.Fatalf("image: %d %s (prompt tokens without the image %d)", st, b, plainTok)
+	}
+	if st, b := postJSON(t, u, `{"model":"tiny","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://127.0.0.1:9/x.png"}]}]}`); st != 400 || !strings.Contains(string(b), "not a data URL") {
+		t.Fatalf("URL image: %d %s", st, b)
+	}
+
+	resp, err := http.Post(u, "application/json", strings.NewReader(`{"model":"tiny","stream":true,"input":"what is here?","tools":`+tools+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var types []string
+	var args string
+	var final map[string]any
+	for _, ev := range strings.Split(string(raw), "\n\n") {
+		_, data, ok := strings.Cut(ev, "data: ")
+		if !ok {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		typ := e["type"].(string)
+		if len(types) == 0 || types[len(types)-1] != typ {
+			types = append(types, typ)
+		}
+		if typ == "response.function_call_arguments.delta" {
+			args += e["delta"].(string)
+		}
+		if typ == "response.completed" {
+			final = e["response"].(map[string]any)
+		}
+	}
+	want := "response.created,response.in_progress,response.output_item.added,response.function_call_arguments.delta," +
+		"response.function_call_arguments.done,response.output_item.done,response.completed"
+	if strings.Join(types, ",") != want || args != `{"path":"."}` || final["status"] != "completed" {
+		t.Fatalf("stream events %v, arguments %q, final %v\n%s", types, args, final, raw)
+	}
+	// The streamed answer's call, referenced by item id (as the Vercel AI SDK does with store on).
+	item := final["output"].([]any)[0].(map[string]any)
+	st, b = postJSON(t, u, `{"model":"tiny","tools":`+tools+`,"input":[{"role":"user","content":"what is here?"},`+
+		`{"type":"item_reference","id":"`+item["id"].(string)+`"},`+
+		`{"type":"function_call_output","call_id":"`+item["call_id"].(string)+`","output":"[\"a.txt\"]"}]}`)
+	if _, _, text, _, _ := decodeResp(t, b); st != 200 || text != "Hi!" {
+		t.Fatalf("item_reference: %d %s", st, b)
+	}
+}
