@@ -18,8 +18,8 @@
 //
 // The XML forms write strings bare and everything else as JSON, so "42" may be a string or a number: the tool's
 // schema decides (type, type arrays such as ["string","null"], anyOf/oneOf, enums, const, local $ref). Python
-// literals (True, None, {'k': 'v'}) are read only where the schema wants a boolean, null, object or array; a
-// string field keeps the model's exact text. Values keep that text: only the one newline Qwen's template writes
+// literals (True, None, {'k': 'v'}) are read only where the schema wants a boolean, null, object or array, and
+// null (or None) for a field that cannot be a string is null; a string field keeps the model's exact text. Values keep that text: only the one newline Qwen's template writes
 // after <parameter=X> and before </parameter> is removed. Without a schema the type is guessed from the text and
 // the guess is recorded, so ToolSet.Check can still undo it.
 //

@@ -90,7 +90,7 @@ var round3Rows = []round3Row{
 	{
 		class: "1 reasoning", name: "gemma4 forced-open channel",
 		format: Gemma4, startInThinking: true,
-		in:              "weigh it <|tool_call>call:rm{path:<|\"|>/<|\"|>}<tool_call|> no<channel|>Fine.",
+		in:              "thought\nweigh it <|tool_call>call:rm{path:<|\"|>/<|\"|>}<tool_call|> no<channel|>Fine.",
 		wantReasonCalls: []string{`rm {"path":"/"}`},
 		wantReasoning:   "weigh it <|tool_call>call:rm{path:<|\"|>/<|\"|>}<tool_call|> no",
 		wantContent:     "Fine.",

@@ -240,6 +240,10 @@ func (p *Parser) start() {
 		p.started = true
 		if p.StartInThinking {
 			p.content.mode = modeThink
+			if p.format == Gemma4 {
+				// The prompt ended with <|channel>: the channel's name comes first.
+				p.content.label = thinkGemma.label
+			}
 		}
 	}
 }
