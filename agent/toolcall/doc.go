@@ -72,7 +72,8 @@
 //   - GLM: a missing </arg_value> before the next <arg_key>, on its own line (GLM-4.5) or inline when a whole
 //     <arg_key>K</arg_key><arg_value> follows (GLM-4.7; SGLang and vLLM's glm4_moe split there); a bare name
 //     closed inline is a call without arguments (GLM-4.7's template). A stray <arg_key> or <arg_value> left in a
-//     value is malformed.
+//     value is malformed. A number written with quotes ("42") for a field that can only be a number is the number
+//     (SGLang's glm47 detector).
 //   - Gemma 4: single-quoted values and a stray <|"|> right after one, a value missing its opening <|"|> before
 //     the closing one (Ollama's repairGemma4SingleQuotedValues and repairGemma4MissingStringDelimiter); a doubled
 //     "call:" or a colon before it (":call:bash"). A <|"|> in the middle of a bare value is malformed; "thought\n"

@@ -212,6 +212,10 @@ func typeText(text string, s, root *jsonschema.Schema) (v json.RawMessage, guess
 		if isJSONNumber(t) {
 			return json.RawMessage(t), false, ""
 		}
+		if k&kString == 0 && len(t) > 2 && t[0] == '"' && t[len(t)-1] == '"' && isJSONNumber(t[1:len(t)-1]) {
+			// "42" with its quotes for a field that can only be a number (SGLang's GLM-4.7 detector reads it so).
+			return json.RawMessage(t[1 : len(t)-1]), false, "quoted number"
+		}
 		// "007": a number the model padded; JSON has no leading zeros.
 		if u := strings.TrimLeft(strings.TrimPrefix(t, "-"), "0"); u != "" && u[0] >= '1' && u[0] <= '9' && isJSONNumber(u) {
 			if t[0] == '-' {
