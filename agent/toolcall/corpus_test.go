@@ -38,7 +38,7 @@ var corpora = []struct {
 	min  int
 }{
 	{"testdata/corpus/cases.json", 140},
-	{"testdata/corpus/round3.json", 58},
+	{"testdata/corpus/round3.json", 72},
 }
 
 func TestCorpus(t *testing.T) {

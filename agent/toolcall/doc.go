@@ -75,7 +75,9 @@
 //     value is malformed. A number written with quotes ("42") for a field that can only be a number is the number
 //     (SGLang's glm47 detector).
 //   - Gemma 4: single-quoted values and a stray <|"|> right after one, a value missing its opening <|"|> before
-//     the closing one (Ollama's repairGemma4SingleQuotedValues and repairGemma4MissingStringDelimiter); a doubled
+//     the closing one, a string missing its closing <|"|> before the call's last brace (Ollama's
+//     repairGemma4SingleQuotedValues and repairGemma4MissingStringDelimiter; vLLM takes the rest), a key without a
+//     value as the empty string (vLLM's _parse_gemma4_args); a doubled
 //     "call:" or a colon before it (":call:bash"). A <|"|> in the middle of a bare value is malformed; "thought\n"
 //     after <|channel> is the channel's name, not reasoning (vLLM and Ollama strip it); <|tool_response>, <turn|>
 //     and a repeated <tool_call|> are consumed (Ollama's post-call noise rule).

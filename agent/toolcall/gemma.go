@@ -53,7 +53,15 @@ func (r *gemmaReader) value(depth int) (gnode, error) {
 		body := rest[len(gemmaQuote):]
 		e := strings.Index(body, gemmaQuote)
 		if e < 0 {
-			return gnode{}, errors.New("unterminated <|\"|> string")
+			// No closing mark: the string runs to the call's closing brace (vLLM takes the rest, Ollama
+			// closes the mark before the final "}").
+			t := strings.TrimRight(body, " \t\r\n")
+			if !strings.HasSuffix(t, "}") || depth != 1 {
+				return gnode{}, errors.New("unterminated <|\"|> string")
+			}
+			r.note = joinNote(r.note, "missing closing "+gemmaQuote)
+			r.pos += len(gemmaQuote) + len(t) - 1
+			return gnode{kind: 's', text: t[:len(t)-1]}, nil
 		}
 		r.pos += len(gemmaQuote) + e + len(gemmaQuote)
 		return gnode{kind: 's', text: body[:e]}, nil
@@ -134,6 +142,11 @@ func (r *gemmaReader) value(depth int) (gnode, error) {
 		e = len(rest)
 	}
 	if e == 0 {
+		if rest[0] == '}' && depth == 1 {
+			// {key:}: no value, read as the empty string (vLLM's _parse_gemma4_args).
+			r.note = joinNote(r.note, "empty value")
+			return gnode{kind: 's'}, nil
+		}
 		return gnode{}, fmt.Errorf("unexpected %q", rest[:1])
 	}
 	r.pos += e

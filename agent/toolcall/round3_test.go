@@ -173,6 +173,18 @@ var round3Rows = []round3Row{
 		wantCalls: []string{`search {"query":"weather in Tokyo"}`},
 	},
 	{
+		class: "4 markup as data", name: "gemma4 string missing its closing quote mark (vLLM and Ollama close it)",
+		format:    Gemma4,
+		in:        "<|tool_call>call:search{query:<|\"|>weather in Tokyo}<tool_call|>Done.",
+		wantCalls: []string{`search {"query":"weather in Tokyo"}`}, wantContent: "Done.",
+	},
+	{
+		class: "4 markup as data", name: "gemma4 key without a value is the empty string (vLLM)",
+		format:    Gemma4,
+		in:        "<|tool_call>call:search{query:}<tool_call|>",
+		wantCalls: []string{`search {"query":""}`},
+	},
+	{
 		class: "4 markup as data", name: "gemma4 quote mark in the middle of a bare value is malformed",
 		format:      Gemma4,
 		in:          "<|tool_call>call:search{query:weather<|\"|> in Tokyo}<tool_call|>",
