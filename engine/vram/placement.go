@@ -66,6 +66,11 @@ func PlanDevices(model Facts, proj *Facts, devs []Device, opts Options) (Result,
 			main = i
 		}
 	}
+	if opts.CacheK == "" && opts.CacheV == "" {
+		// The placements over several cards are planned with f16 caches; the single-card KV choice (kv.go)
+		// would leave the two halves of this plan with different caches.
+		opts.CacheK, opts.CacheV = "f16", "f16"
+	}
 	res, err := Plan(model, proj, devs[main].GPU, opts)
 	if err != nil {
 		return Result{}, err

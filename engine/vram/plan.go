@@ -71,8 +71,9 @@ type Process struct {
 	Used uint64 `json:"used"`
 }
 
-// Options are the launch choices to plan for. The zero value plans llama-server's defaults with flash attention,
-// f16 caches and one sequence, at the model's training context.
+// Options are the launch choices to plan for. The zero value plans llama-server's defaults with flash attention
+// and one sequence, at the model's training context, with f16 caches, or, with a projector, the cache type that
+// serves a vision session best (Result.KV).
 type Options struct {
 	// Ctx is the context to check (-c); 0 means the model's training context.
 	Ctx int `json:"ctx"`
@@ -146,6 +147,9 @@ type Result struct {
 	MaxImagePixels int `json:"max_image_pixels,omitempty"`
 	// KVOffers lists quantized KV cache types that keep the requested context where the chosen types do not.
 	KVOffers []KVOffer `json:"kv_offers,omitempty"`
+	// KV is set when no cache type was asked for and the plan chose a quantized one for a vision session
+	// (Options then holds it), with why.
+	KV *KVChoice `json:"kv,omitempty"`
 
 	// Devices are all the GPUs of a multi-device plan (PlanDevices); GPU is then the one single-device modes use.
 	Devices []Device `json:"devices,omitempty"`
@@ -231,6 +235,15 @@ func Plan(model Facts, proj *Facts, gpu GPU, opts Options) (Result, error) {
 	res, err := plan(model, proj, gpu, opts)
 	if err != nil {
 		return res, err
+	}
+	if opts.CacheK == "" && opts.CacheV == "" && proj != nil && !opts.CPU {
+		// No cache type asked for and a session that will see images: KV precision is one more dimension of
+		// the plan (kv.go), so that a quantized cache that keeps vision and MTP on the GPU at the full context
+		// wins over a CPU encoder or a cut context.
+		if r, choice := chooseKV(model, proj, gpu, opts, res, DefaultStepCosts()); choice != nil {
+			r.KV = choice
+			return r, nil
+		}
 	}
 	res.KVOffers = kvOffers(model, proj, gpu, opts, res)
 	return res, nil

@@ -244,7 +244,8 @@ func TestImageBudget(t *testing.T) {
 func TestKVOffer(t *testing.T) {
 	t.Parallel()
 	model, mmproj := blogFiles(t)
-	o := Options{Ctx: 262144, Parallel: 1}
+	// f16 asked for: left to the plan, it would choose a quantized type itself (TestKVDimension).
+	o := Options{Ctx: 262144, Parallel: 1, CacheK: "f16", CacheV: "f16"}
 	res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, Source: blogGPU, Options: o})
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +346,7 @@ func TestSeedCheckH200(t *testing.T) {
 		measured float64
 	}{{"largest (2048×2048)", 141312, 0, 21549}, {"1440p", 141312, 2560 * 1440, 21473},
 		{"largest at the corrected plan's context", 130304, 0, 21291}} {
-		o := Options{Ctx: c.ctx, Parallel: 1, DraftMax: 3, MaxImagePixels: c.pixels}
+		o := Options{Ctx: c.ctx, Parallel: 1, DraftMax: 3, MaxImagePixels: c.pixels, CacheK: "f16", CacheV: "f16"} // as measured
 		res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, GPU: "auto", Source: gpu, Options: o})
 		if err != nil {
 			t.Fatal(err)

@@ -111,6 +111,9 @@ func (r Result) WriteTable(w io.Writer) error {
 		ew.printf("\nrecommended: none: no mode fits at %d tokens or more; free GPU memory, lower the context, "+
 			"quantise the KV cache (-ctk/-ctv q8_0) or use a smaller model file\n", MinUsefulCtx)
 	}
+	if r.KV != nil {
+		ew.printf("kv cache:      %s\n", r.KV.Why)
+	}
 	for _, k := range r.KVOffers {
 		ew.printf("kv %s:     keeps the full %d tokens: %s fits in %s with --cache-type %s\n               llama-server %s\n",
 			k.Cache, r.Options.Ctx, k.Mode, mib(k.Total), k.Cache, strings.Join(k.Args, " "))
