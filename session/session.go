@@ -20,10 +20,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/toolcall"
@@ -53,6 +51,8 @@ type Store interface {
 	Fork(ctx context.Context, sessionID string, atMessageID int64) (memory.Session, error)
 	MarkRejected(ctx context.Context, sessionID string) error
 	RecordEngineEvent(ctx context.Context, ev memory.EngineEvent) (int64, error)
+	UpdateSession(ctx context.Context, sess memory.Session) error
+	Lister
 }
 
 // AgentConfig is how each turn's agent is built.
@@ -116,6 +116,8 @@ type Config struct {
 	// at once. Profile is the engine's current profile for it (default resident, or text-only without vision).
 	Scheduler *swap.Scheduler
 	Profile   swap.Profile
+	// Relauncher carries out the scheduler's relaunches; nil: the engine cannot relaunch (a remote server).
+	Relauncher Relauncher
 	// EngineCosts names a ready engine's cost model; with it every evaluation, generation and relaunch the
 	// service observes is measured into that model (Costs keeps it between processes) and the scheduler plans
 	// with it. Nil: the scheduler keeps Scheduler.Costs as given.
@@ -170,6 +172,7 @@ type Service struct {
 	relaunching bool
 	propsMu     sync.Mutex
 	props       map[int]llamacpp.Props // by engine generation
+	lastGen     int                    // the newest generation in props
 	queue       *engineQueue           // nil without Config.Slots
 	costMu      sync.Mutex
 	cost        *engineCosts // the running engine's, nil until it is first ready
@@ -251,17 +254,24 @@ func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 		s.local++
 		id := fmt.Sprintf("local-%d-%d", time.Now().Unix(), s.local)
 		s.mu.Unlock()
-		return s.register(&Session{svc: s, id: id, title: o.Title}), nil
+		return s.register(&Session{svc: s, id: id, title: Title(o.Title)}), nil
 	}
 	if o.Resume == "" {
-		title := o.Title
-		sess, err := st.CreateSession(ctx, memory.Session{Title: oneLine(title, 60), Agent: s.cfg.AgentName, Model: s.cfg.Model,
-			EngineProfile: s.cfg.EngineProfile})
+		// The row is made when the engine first answers in it (store.go): the id is chosen now.
+		id, err := newSessionID()
 		if err != nil {
-			return nil, fmt.Errorf("create a session: %w", err)
+			return nil, err
 		}
-		return s.register(&Session{svc: s, id: sess.ID, title: sess.Title, created: true}), nil
+		return s.register(&Session{svc: s, id: id, title: Title(o.Title)}), nil
 	}
+	s.mu.Lock()
+	if sess := s.open[o.Resume]; sess != nil {
+		// Open in this process, stored or not yet (a chat whose first answer is still to come).
+		sess.refs++
+		s.mu.Unlock()
+		return sess, nil
+	}
+	s.mu.Unlock()
 	full, err := st.ResolveSessionID(ctx, o.Resume)
 	if err != nil {
 		return nil, fmt.Errorf("session %q: %w: list them with `visor sessions list`", o.Resume, err)
@@ -281,12 +291,12 @@ func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", full, err)
 	}
-	sess := s.register(&Session{svc: s, id: full, title: meta.Title, history: agent.Resumable(msgs), used: time.Now()})
+	sess := &Session{svc: s, id: full, title: meta.Title, history: agent.Resumable(msgs), used: time.Now()}
+	sess.rowMade.Store(true)
+	sess = s.register(sess)
 	// The next request carries the history's images, which a new engine launch has not evaluated: do it now,
 	// while the user reads and types.
-	sess.mu.Lock()
-	sess.rewarmLocked(ctx)
-	sess.mu.Unlock()
+	sess.step(ctx, chainEvent{kind: evRewarm})
 	return sess, nil
 }
 
@@ -317,6 +327,10 @@ func (s *Service) register(sess *Session) *Session {
 	}
 	sess.refs = 1
 	sess.lock = make(chan struct{}, 1)
+	sess.mu.Lock()
+	sess.stats.ContextUsed = agent.ContextUsed(sess.history)
+	sess.publishLocked()
+	sess.mu.Unlock()
 	s.open[sess.id] = sess
 	return sess
 }
@@ -366,10 +380,27 @@ func (s *Service) RecordEngineEvent(ev conductor.Event) {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id, Kind: kind,
-			Duration: ev.Duration, Detail: b}); err != nil {
-			s.cfg.Logger.Warn("record engine event", "session", id, "err", err)
-		}
+		s.record(id, memory.EngineEvent{SessionID: id, Kind: kind, Duration: ev.Duration, Detail: b}, "record engine event")
+	}
+}
+
+// record stores an engine event of session id: through the open session, which keeps it for its row when it
+// has none yet, or straight into the store.
+func (s *Service) record(id string, ev memory.EngineEvent, what string) {
+	if s.cfg.Store == nil {
+		return
+	}
+	s.mu.Lock()
+	sess := s.open[id]
+	s.mu.Unlock()
+	var err error
+	if sess != nil {
+		err = sess.record(ev)
+	} else {
+		_, err = s.cfg.Store.RecordEngineEvent(context.Background(), ev)
+	}
+	if err != nil {
+		s.cfg.Logger.Warn(what, "session", id, "err", err)
 	}
 }
 
@@ -395,9 +426,7 @@ func (s *Service) rewarm() {
 	if last == nil {
 		return
 	}
-	last.mu.Lock()
-	defer last.mu.Unlock()
-	last.rewarmLocked(context.Background())
+	last.step(context.Background(), chainEvent{kind: evRewarm})
 }
 
 func (s *Service) touch(id string) {
@@ -423,10 +452,7 @@ func (s *Service) recordPrefill(id string, images int, took time.Duration, tm *e
 		d["prompt_n"], d["cache_n"], d["prompt_ms"] = tm.PromptN, tm.CacheN, tm.PromptMS
 	}
 	b, _ := json.Marshal(d)
-	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
-		Kind: memory.EnginePrefill, Duration: took, Detail: b}); err != nil {
-		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
-	}
+	s.record(id, memory.EngineEvent{SessionID: id, Kind: memory.EnginePrefill, Duration: took, Detail: b}, "record prefill")
 }
 
 // recordPrefillFailed keeps a prefill that failed as an engine event: the request after it evaluated the images
@@ -436,26 +462,17 @@ func (s *Service) recordPrefillFailed(id string, images int, took time.Duration,
 		return
 	}
 	b, _ := json.Marshal(map[string]any{"images": images, "failed": err.Error(), "took_ms": took.Milliseconds()})
-	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
-		Kind: memory.EnginePrefillFailed, Detail: b}); err != nil {
-		s.cfg.Logger.Warn("record prefill", "session", id, "err", err)
-	}
+	s.record(id, memory.EngineEvent{SessionID: id, Kind: memory.EnginePrefillFailed, Detail: b}, "record prefill")
 }
 
 // recordPrefillWait keeps how long a request waited for a running prefill, so `visor stats` tells the hidden part
 // of the prefill from the exposed one.
 func (s *Service) recordPrefillWait(id string, waited time.Duration) {
-	if s.cfg.Store == nil {
-		return
-	}
-	if _, err := s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
-		Kind: memory.EnginePrefillWait, Duration: waited}); err != nil {
-		s.cfg.Logger.Warn("record prefill wait", "session", id, "err", err)
-	}
+	s.record(id, memory.EngineEvent{SessionID: id, Kind: memory.EnginePrefillWait, Duration: waited}, "record prefill wait")
 }
 
-// relauncher is an engine that can start again in another profile; *conductor.Conductor is one.
-type relauncher interface {
+// Relauncher starts the engine again in another profile (its launch mode); *conductor.Conductor is one.
+type Relauncher interface {
 	Relaunch(ctx context.Context, mode string) (conductor.Ready, error)
 }
 
@@ -468,8 +485,8 @@ func (s *Service) currentProfile() swap.Profile {
 // relaunch carries out the scheduler's profile change in the background (the engine then evaluates the
 // conversation again on the next request) and says whether it was started.
 func (s *Service) relaunch(to swap.Profile) string {
-	r, ok := s.cfg.Engine.(relauncher)
-	if !ok {
+	r := s.cfg.Relauncher
+	if r == nil {
 		return "no: the engine cannot relaunch"
 	}
 	s.mu.Lock()
@@ -501,8 +518,7 @@ func (s *Service) recordDecision(id string, a swap.Action, carried string) {
 	}
 	b, _ := json.Marshal(map[string]any{"action": a.Kind, "profile": a.Profile, "images": len(a.Images),
 		"tokens": a.Tokens, "reason": a.Reason, "carried": carried})
-	_, _ = s.cfg.Store.RecordEngineEvent(context.Background(), memory.EngineEvent{SessionID: id,
-		Kind: memory.EngineDecision, Detail: b})
+	s.record(id, memory.EngineEvent{SessionID: id, Kind: memory.EngineDecision, Detail: b}, "record decision")
 }
 
 // ready returns a ready engine and its properties (read once per launch).
@@ -530,6 +546,7 @@ func (s *Service) ready(ctx context.Context, recover bool) (conductor.Ready, lla
 	}
 	s.propsMu.Lock()
 	s.props[r.Generation] = p
+	s.lastGen = max(s.lastGen, r.Generation)
 	s.propsMu.Unlock()
 	return r, p, nil
 }
@@ -608,18 +625,6 @@ func (s *Service) Lookahead() Lookahead {
 		out.Sessions = append(out.Sessions, sess.lookahead())
 	}
 	return out
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // redact drops credentials from a URL before it is stored.

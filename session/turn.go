@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/visorhq/visor/agent"
@@ -19,31 +20,37 @@ import (
 
 // Session is one open conversation. Its methods are safe for concurrent use; turns run one at a time.
 type Session struct {
-	svc     *Service
-	id      string
-	title   string
-	created bool
-	refs    int
-	lock    chan struct{} // one turn at a time; a channel so waiting respects ctx
+	svc   *Service
+	id    string
+	title string
+	refs  int
+	lock  chan struct{} // one turn at a time; a channel so waiting respects ctx
 
-	mu        sync.Mutex // guards the fields below
+	mu        sync.Mutex // guards the fields below; held only to read or change them, never across I/O
 	history   []agent.Message
 	pending   []tools.Image
 	pendingAt []time.Time // when each pending image became known
-	prefilled int
-	prefill   chan struct{} // closed when the running prefill chain ended; nil when none runs
-	// warmGen and warmLen say the engine launch (conductor generation) whose cache holds history[:warmLen];
-	// warmGen 0: no launch of this process has evaluated it (a resumed session). triedGen and triedLen mark a
-	// history prefill already tried, so a failed or declined one is not tried again in a loop.
-	warmGen, warmLen   int
-	triedGen, triedLen int
-	used               time.Time // last opened or answered: after a restart the engine re-warms this session first
-	turns              int
-	records            []swap.StepRecord // finished steps, for the scheduler
-	notes              []*aheadNote      // actions taken for the next message, for --explain
-	busy               bool
-	queued             int
-	slot               int // under the engine queue's lock: 1 + the server slot its last turn ran on; 0 before any
+	// ahead is the ahead-of-time machine's state (ahead.go): what the engine's cache holds of this session and
+	// what its chain is doing. prefill is closed when the running chain ends; nil when none runs. chainNote is
+	// the note the chain's prefill runs are kept in, for --explain.
+	ahead     chainState
+	prefill   chan struct{}
+	chainNote *aheadNote
+	used      time.Time         // last opened or answered: after a restart the engine re-warms this session first
+	records   []swap.StepRecord // finished steps, for the scheduler
+	notes     []*aheadNote      // actions taken for the next message, for --explain
+	queued    int
+	stats     Stats
+	slot      int // under the engine queue's lock: 1 + the server slot its last turn ran on; 0 before any
+
+	// status is the snapshot Status returns, published under mu at every change, read without it.
+	status atomic.Pointer[Status]
+
+	// rowMade says the session has its row in the store (store.go); it turns true once, under evMu, which also
+	// guards held: the engine events kept for the row until then. evMu is taken before mu, never inside it.
+	rowMade atomic.Bool
+	evMu    sync.Mutex
+	held    []memory.EngineEvent
 }
 
 // ID is the session's id (a stored session's, or a process-local one without a store).
@@ -69,9 +76,20 @@ func (s *Session) Close() {
 	_ = s.WaitAhead(context.Background())
 	svc := s.svc
 	svc.mu.Lock()
-	defer svc.mu.Unlock()
+	last := false
 	if s.refs--; s.refs <= 0 {
 		delete(svc.open, s.id)
+		last = true
+		if !s.isStored() {
+			delete(svc.touched, s.id)
+		}
+	}
+	svc.mu.Unlock()
+	if last && !s.isStored() {
+		// Never stored: what was kept for its row goes with it.
+		s.evMu.Lock()
+		s.held = nil
+		s.evMu.Unlock()
 	}
 }
 
@@ -105,16 +123,14 @@ func (s *Session) Attach(ctx context.Context, data []byte) (tools.Image, error) 
 		return im, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.boundsLocked([]tools.Image{im}, true); err != nil {
+		s.mu.Unlock()
 		return im, err
 	}
 	s.queueLocked([]tools.Image{im})
-	if s.canPrefillLocked() {
-		if note := s.aheadLocked(); note != nil {
-			s.startAheadLocked(ctx, note)
-		}
-	}
+	job := s.stepLocked(chainEvent{kind: evAttached})
+	s.mu.Unlock()
+	s.start(ctx, job)
 	return im, nil
 }
 
@@ -156,226 +172,6 @@ func (s *Session) queueLocked(ims []tools.Image) {
 		s.pending = append(s.pending, im)
 		s.pendingAt = append(s.pendingAt, time.Now())
 	}
-}
-
-// canPrefillLocked says whether a prefill chain may start now: prefill is on, none runs, and no turn runs (the
-// turn's own requests fill the cache; it starts the chain at its end when something is left to do ahead).
-func (s *Session) canPrefillLocked() bool {
-	return !s.svc.cfg.NoPrefill && s.prefill == nil && !s.busy
-}
-
-// startAheadLocked starts the prefill chain; the caller checked canPrefillLocked. note is the scheduler's
-// prefill action the chain carries out (nil: the chain plans the history's itself).
-func (s *Session) startAheadLocked(ctx context.Context, note *aheadNote) {
-	done := make(chan struct{})
-	s.prefill = done
-	go s.ahead(context.WithoutCancel(ctx), done, note)
-}
-
-// rewarmLocked starts the prefill chain for a history that holds images the engine may not have cached (a
-// resumed session, or one whose engine restarted): the chain itself checks the engine's launch generation.
-func (s *Session) rewarmLocked(ctx context.Context) {
-	if s.canPrefillLocked() && countImages(s.history) > 0 {
-		s.startAheadLocked(ctx, nil)
-	}
-}
-
-// aheadLocked asks the scheduler what to do now that the lookahead changed, and returns the prefill action it
-// chose for the pending images (nil: none), kept for --explain with the others. Called with s.mu held. Without a
-// scheduler every attached image is prefilled at once.
-func (s *Session) aheadLocked() *aheadNote {
-	var obs []swap.PendingImage
-	for i, im := range s.pending {
-		obs = append(obs, swap.PendingImage{ID: i, Tokens: s.svc.imageTokens(im), Known: s.pendingAt[i].Sub(s.svc.started)})
-	}
-	at := time.Now()
-	if len(s.pendingAt) > 0 {
-		at = s.pendingAt[0]
-	}
-	return s.planLocked(contextOf(s.history, s.svc.imageTokens), obs, false, at)
-}
-
-// historyAheadLocked asks the scheduler whether to evaluate the history's images now: the engine's cache does
-// not hold them (a resumed session, a restarted engine), and the next request will carry them all. It returns
-// the prefill action (nil: none), kept for --explain.
-func (s *Session) historyAheadLocked() *aheadNote {
-	var obs []swap.PendingImage
-	for _, m := range s.history {
-		for _, im := range m.Images {
-			// Known since the session was opened (or the engine came back): stats count the lead from there.
-			obs = append(obs, swap.PendingImage{ID: len(obs), Tokens: s.svc.imageTokens(im), Known: s.used.Sub(s.svc.started)})
-		}
-	}
-	return s.planLocked(swap.Context{}, obs, true, s.used)
-}
-
-// planLocked runs the scheduler (planning with the running engine's measured costs) on what the next request
-// will carry, carries out its actions but the prefill, and keeps each as a note for --explain. It returns the
-// prefill's note for the caller to start, nil when the scheduler chose none. history says the pending images are
-// the history's; known is when they became known. Without a scheduler everything is prefilled at once.
-func (s *Session) planLocked(cached swap.Context, pending []swap.PendingImage, history bool, known time.Time) *aheadNote {
-	sched := s.svc.scheduler()
-	if sched == nil {
-		reason := "every attached image is evaluated at once"
-		if history {
-			reason = "a history with images the engine has not evaluated is evaluated at once"
-		}
-		n := &aheadNote{action: swap.Action{Kind: swap.ActPrefill, Images: make([]int, len(pending)), Reason: reason},
-			carried: "yes", at: known, history: history}
-		s.notes = append(s.notes, n)
-		return n
-	}
-	obs := swap.Observation{Now: time.Since(s.svc.started), Profile: s.svc.currentProfile(), Compiled: true,
-		Context: cached, History: s.records, LastRelaunch: -1, Pending: pending}
-	var prefill *aheadNote
-	for _, a := range sched.Plan(obs) {
-		carried := "yes"
-		n := &aheadNote{action: a, at: known, history: history}
-		switch a.Kind {
-		case swap.ActPrefill:
-			prefill = n
-		case swap.ActRelaunch:
-			carried = s.svc.relaunch(a.Profile)
-		default:
-			carried = "no: the conductor warms the engine up at start"
-		}
-		n.carried = carried
-		s.notes = append(s.notes, n)
-		s.svc.recordDecision(s.id, a, carried)
-	}
-	return prefill
-}
-
-// contextOf is what the engine's cache holds for a conversation, as the scheduler counts it.
-func contextOf(history []agent.Message, imageTokens func(tools.Image) int) swap.Context {
-	var c swap.Context
-	for _, m := range history {
-		for _, im := range m.Images {
-			c.Images++
-			c.ImageTokens += imageTokens(im)
-		}
-		if m.Timings != nil {
-			c.TextTokens = m.Timings.PromptN + m.Timings.CacheN + m.Timings.PredictedN - c.ImageTokens
-		}
-	}
-	c.TextTokens = max(c.TextTokens, 0)
-	return c
-}
-
-// historyPrefiller evaluates the shared prefix of a conversation's next request; *agent.Agent is one.
-type historyPrefiller interface {
-	PrefillHistory(ctx context.Context, history []agent.Message) (*engine.Timings, error)
-}
-
-// ahead is the session's one prefill chain: it evaluates what the next request will carry until it has caught
-// up — the attached images (with the history before them), else a history with images that the engine's
-// current launch has not evaluated. note is the scheduler's prefill action that started it, if any; every run is
-// kept in its action's note for --explain and measured into the engine's cost model. A failed prefill is logged
-// and kept as an engine event; the turn then evaluates the images itself.
-func (s *Session) ahead(ctx context.Context, done chan struct{}, note *aheadNote) {
-	defer close(done)
-	sent, sentGen := 0, 0
-	for {
-		r, p, err := s.svc.ready(ctx, false)
-		s.mu.Lock()
-		if err != nil {
-			s.prefill = nil
-			s.mu.Unlock()
-			s.svc.cfg.Logger.Warn("prefill: the engine is not ready; the images will be encoded with the next request", "err", err)
-			return
-		}
-		history := append([]agent.Message(nil), s.history...)
-		// The image tokens this run encodes: those of the history the engine's launch has not evaluated, and,
-		// for attachments, the ones no earlier prefill of this launch did.
-		tokens := s.uncachedTokensLocked(history, r.Generation)
-		var user *agent.Message
-		switch {
-		case len(s.pending) > 0 && (len(s.pending) != sent || sentGen != r.Generation):
-			prev := 0
-			if s.warmGen == r.Generation {
-				prev = min(s.prefilled, len(s.pending))
-			}
-			tokens += s.svc.tokensOf(s.pending[prev:])
-			sent, sentGen = len(s.pending), r.Generation
-			user = &agent.Message{Role: "user", Images: append([]tools.Image(nil), s.pending...)}
-			if note == nil || note.history {
-				// Attached while the chain evaluated the history (or it restarted with the engine): no plan of
-				// their own was made, the running chain takes them.
-				note = &aheadNote{action: swap.Action{Kind: swap.ActPrefill, Images: make([]int, len(s.pending)),
-					Reason: "attached while a prefill ran: the running prefill takes them"}, carried: "yes", at: s.pendingAt[0]}
-				s.notes = append(s.notes, note)
-			}
-		case len(s.pending) == 0 && countImages(history) > 0 && (s.warmGen != r.Generation || s.warmLen != len(history)) &&
-			(s.triedGen != r.Generation || s.triedLen != len(history)):
-			s.triedGen, s.triedLen = r.Generation, len(history)
-			if note = s.historyAheadLocked(); note == nil {
-				s.prefill = nil
-				s.mu.Unlock()
-				return
-			}
-		default:
-			s.prefill = nil
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		images := countImages(history) // a history prefill encodes them all; an attachment's, only the new ones
-		if user != nil {
-			images = len(user.Images)
-		}
-		slot := -1
-		if q := s.svc.queue; q != nil {
-			slot = q.affinity(s)
-		}
-		start := time.Now()
-		var tm *engine.Timings
-		a, err := s.svc.build(r, p, slot, nil)
-		if err == nil {
-			if user != nil {
-				tm, err = a.Prefill(ctx, history, *user)
-			} else if hp, ok := a.(historyPrefiller); ok {
-				tm, err = hp.PrefillHistory(ctx, history)
-			} else {
-				err = agent.ErrNoPrefill
-			}
-		}
-		took := time.Since(start)
-		s.mu.Lock()
-		note.runs = append(note.runs, prefillRun{images: images, start: start, took: took, err: err})
-		s.mu.Unlock()
-		if err != nil {
-			s.svc.cfg.Logger.Warn("prefill failed; the images will be encoded with the next request", "session", s.id, "err", err)
-			s.svc.recordPrefillFailed(s.id, images, took, err)
-			continue
-		}
-		s.mu.Lock()
-		if user != nil {
-			s.prefilled = len(user.Images)
-		}
-		s.warmGen, s.warmLen = r.Generation, len(history)
-		s.mu.Unlock()
-		s.svc.cfg.Logger.Info("prefilled", "session", s.id, "images", images, "history", user == nil, "took", took)
-		source := "attached"
-		if user == nil {
-			source = "history"
-		}
-		s.svc.recordPrefill(s.id, images, took, tm, source)
-		s.svc.observe(s.svc.evalSample(tm, tokens, s.svc.measuredTextRate()))
-	}
-}
-
-// uncachedTokensLocked is how many image tokens of history the engine launch gen has not evaluated: those after
-// the prefix its cache holds, or all of them when another launch evaluated it (or none did).
-func (s *Session) uncachedTokensLocked(history []agent.Message, gen int) int {
-	from := 0
-	if s.warmGen == gen && s.warmLen <= len(history) {
-		from = s.warmLen
-	}
-	n := 0
-	for _, m := range history[from:] {
-		n += s.svc.tokensOf(m.Images)
-	}
-	return n
 }
 
 // prefillOnce has the engine evaluate history and user's images, up to where user's text will go, on server
@@ -444,7 +240,8 @@ func imagesSize(ims []tools.Image) int64 {
 func (s *Session) ClearAttachments() {
 	_ = s.WaitAhead(context.Background())
 	s.mu.Lock()
-	s.pending, s.pendingAt, s.prefilled = nil, nil, 0
+	s.pending, s.pendingAt = nil, nil
+	s.stepLocked(chainEvent{kind: evCleared})
 	// The attachments' notes go with them; a history prefill's still explains the next message.
 	var kept []*aheadNote
 	for _, n := range s.notes {
@@ -461,18 +258,12 @@ func (s *Session) dropSentLocked(n int) {
 	n = min(n, len(s.pending))
 	s.pending = append([]tools.Image(nil), s.pending[n:]...)
 	s.pendingAt = append([]time.Time(nil), s.pendingAt[n:]...)
-	s.prefilled = 0
 }
 
 func (s *Session) lookahead() SessionLookahead {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	la := SessionLookahead{ID: s.id, PendingImages: len(s.pending), PendingBytes: imagesSize(s.pending),
-		Prefilled: s.prefilled, Busy: s.busy, Queued: s.queued}
-	if len(s.pendingAt) > 0 {
-		la.KnownSince = s.pendingAt[0]
-	}
-	return la
+	st := s.Status()
+	return SessionLookahead{ID: st.ID, PendingImages: st.PendingImages, PendingBytes: st.PendingBytes, KnownSince: st.KnownSince,
+		Prefilled: st.Prefilled, Busy: st.Busy, Queued: st.Queued}
 }
 
 // Result is what a turn did.
@@ -482,6 +273,11 @@ type Result struct {
 	// conversation into a linked session.
 	SessionID string
 	Added     []agent.Message
+	// Stats are the turn's numbers.
+	Stats TurnStats
+	// Stored: the session has its row in the store after the turn. A new session gets it when the engine first
+	// answers, so a turn that failed before leaves no session to continue.
+	Stored bool
 }
 
 // Turn sends the user's text with the attached images and extra, images that came from CheckImage (every front
@@ -504,12 +300,14 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	svc := s.svc
 	s.mu.Lock()
 	s.queued++
+	s.publishLocked()
 	s.mu.Unlock()
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
 		s.mu.Lock()
 		s.queued--
+		s.publishLocked()
 		s.mu.Unlock()
 		return Result{SessionID: s.id}, ctx.Err()
 	}
@@ -518,26 +316,21 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	// request reuses (a request sent beside it would evaluate the same prefix again).
 	s.mu.Lock()
 	s.queued--
-	s.busy = true
+	if svc.cfg.Store == nil && s.title == "" {
+		s.title = Title(text) // a stored session is titled with its row
+	}
+	s.stepLocked(chainEvent{kind: evTurnStarted})
 	running := s.prefill != nil
 	s.mu.Unlock()
 	crashed := false
 	defer func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.busy = false
-		s.used = time.Now()
 		// What the next request carries and the cache lacks: images queued for it, or, after the engine
 		// restarted under this turn, the whole history.
-		if len(s.pending) > 0 && s.canPrefillLocked() {
-			if note := s.aheadLocked(); note != nil {
-				s.startAheadLocked(ctx, note)
-				return
-			}
-		}
-		if crashed {
-			s.rewarmLocked(ctx)
-		}
+		s.mu.Lock()
+		s.used = time.Now()
+		job := s.stepLocked(chainEvent{kind: evTurnEnded, crashed: crashed})
+		s.mu.Unlock()
+		s.start(ctx, job)
 	}()
 	sent := time.Now()
 	if err := s.WaitAhead(ctx); err != nil {
@@ -561,8 +354,8 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	}
 	s.notes = nil
 	// The attachments were all evaluated ahead, by the launch aheadGen: the request finds them in its cache.
-	userAhead := len(extra) == 0 && len(s.pending) > 0 && s.prefilled == len(s.pending)
-	aheadGen := s.warmGen
+	userAhead := len(extra) == 0 && len(s.pending) > 0 && s.ahead.Prefilled == len(s.pending)
+	aheadGen := s.ahead.WarmGen
 	taken := len(s.pending)
 	user := agent.Message{Role: "user", Content: text, Images: append(append([]tools.Image(nil), s.pending...), extra...)}
 	history := append([]agent.Message(nil), s.history...)
@@ -611,23 +404,54 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		}
 	}
 	var store agent.TurnStore
+	var ts *turnStore
 	if svc.cfg.Store != nil {
-		store = svc.cfg.Store
+		ts = &turnStore{s: s, st: svc.cfg.Store, ctx: ctx, text: text}
+		store = ts
 	}
-	watch.emit = emit
+	shown := emit
+	watch.emit = func(ev agent.Event) {
+		if ts != nil && engineOutput(ev) {
+			// The engine answers: a new session is stored from here (its row, the turn, the events kept for it).
+			if err := ts.answered(ctx, sessionID); err != nil {
+				svc.cfg.Logger.Warn("store the session", "session", sessionID, "err", err)
+			}
+		}
+		if sf, ok := ev.(agent.StepFinished); ok {
+			s.observeStep(sf) // before the front end hears of it, so its status line has the step's numbers
+		}
+		shown(ev)
+	}
 	f, added, storeErr := agent.RunStored(ctx, a, store, sessionID, history, user, watch.event)
-	res := Result{Finished: f, SessionID: sessionID, Added: added}
+	if ts != nil {
+		storeErr = errors.Join(storeErr, ts.err)
+	}
+	res := Result{Finished: f, SessionID: sessionID, Added: added, Stats: turnStats(f, added, time.Since(sent)), Stored: s.isStored()}
+	kept := added
+	if ts != nil && !ts.begun {
+		// Nothing of the turn was stored (the engine never answered): it leaves nothing in memory either, so the
+		// conversation stays what the store has.
+		kept = nil
+	} else if ts != nil {
+		s.titleFrom(ctx, sessionID, text)
+	}
 	s.mu.Lock()
-	s.turns++
+	s.stats.Turns++
+	s.publishLocked()
 	s.mu.Unlock()
 	if f.Err != nil && ctx.Err() == nil {
 		if rejected(f.Err) {
 			// Replaying a turn the engine refused would fail every later turn: keep it for the record, never send it.
-			if svc.cfg.Store != nil {
-				storeErr = errors.Join(storeErr, svc.cfg.Store.MarkRejected(context.WithoutCancel(ctx), sessionID))
+			if ts != nil {
+				storeErr = errors.Join(storeErr, ts.refused(ctx, sessionID))
+				if ts.begun {
+					storeErr = errors.Join(storeErr, svc.cfg.Store.MarkRejected(context.WithoutCancel(ctx), sessionID))
+				}
+				res.Stored = s.isStored()
 			}
 			s.mu.Lock()
 			s.dropSentLocked(taken)
+			s.stepLocked(chainEvent{kind: evDropped})
 			s.mu.Unlock()
 			return res, errors.Join(fmt.Errorf("%w: %v; the turn is kept but will not be sent again", ErrRejected, f.Err), storeErr)
 		}
@@ -640,7 +464,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		if back.Generation != r.Generation {
 			emit(agent.Notice{Text: "the engine crashed and was restarted: send the message again"})
 			crashed = true
-			s.keep(sessionID, added, taken, 0, watch.measured())
+			s.keep(sessionID, kept, taken, 0, watch.measured())
 			return res, errors.Join(fmt.Errorf("%w: %v; it was restarted: send the message again", ErrEngineCrashed, f.Err), storeErr)
 		}
 	}
@@ -648,7 +472,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if f.Err == nil {
 		gen = r.Generation
 	}
-	s.keep(sessionID, added, taken, gen, watch.measured())
+	s.keep(sessionID, kept, taken, gen, watch.measured())
 	if f.Err != nil {
 		return res, errors.Join(f.Err, storeErr)
 	}
@@ -676,9 +500,6 @@ func (s *Session) keep(sessionID string, added []agent.Message, taken, gen int, 
 		}
 	}
 	s.dropSentLocked(taken)
-	if gen != 0 {
-		s.warmGen, s.warmLen = gen, len(s.history)
-	}
 	if sessionID != s.id {
 		svc := s.svc
 		svc.touch(sessionID)
@@ -688,6 +509,7 @@ func (s *Session) keep(sessionID string, added []agent.Message, taken, gen int, 
 		svc.open[s.id] = s
 		svc.mu.Unlock()
 	}
+	s.stepLocked(chainEvent{kind: evKept, gen: gen})
 }
 
 // rejected tells a request the engine refused for what it carried (HTTP 4xx: an image it could not decode, a
@@ -737,7 +559,7 @@ func (s *Session) compact(ctx context.Context, r conductor.Ready, props llamacpp
 	s.history = history
 	// No launch's cache holds the compacted history (it starts with the summary), whatever its length: until a
 	// turn on it ends well, every image in it counts as not evaluated.
-	s.warmGen, s.warmLen = 0, 0
+	s.stepLocked(chainEvent{kind: evCompacted})
 	s.mu.Unlock()
 	return linked.ID, history, nil
 }

@@ -131,7 +131,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: t.engine.profile(t.modelName),
 		Logger:        logger, Images: a.limits, Scheduler: sched,
-		EngineCosts: seen.costs, ImageTokens: projectorTokens(proj),
+		EngineCosts: seen.costs, ImageTokens: projectorTokens(proj), Relauncher: a.cond,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format,
 			ImageWindow: sessionWindow(t.imageWindow)}}
