@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/visorhq/visor/internal/textcut"
 )
 
 // ExportVersion names the JSON export format; it changes when the format changes incompatibly.
@@ -296,13 +298,7 @@ func writeFence(b *strings.Builder, lang, text string) {
 	fmt.Fprintf(b, "%s%s\n%s\n%s\n\n", fence, lang, strings.TrimRight(text, "\n"), fence)
 }
 
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = capText(s, 200) + "…"
-	}
-	return s
-}
+func oneLine(s string) string { return textcut.Line(s, 200) }
 
 // writeImageFile writes an image unless an identical file (same name = same sha256) is already there.
 func writeImageFile(path string, data []byte) error {

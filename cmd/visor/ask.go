@@ -17,6 +17,7 @@ import (
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
@@ -263,8 +264,8 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	defer sess.Close()
 	p := t.printer(stdout, stderr)
 	res, err := sess.Turn(ctx, t.question, imgs, p.event)
-	p.finish(res.Finished)
-	a.sayContinue(stderr, res.SessionID, "")
+	p.finish(res)
+	a.sayContinue(stderr, sess, "")
 	return err
 }
 
@@ -302,7 +303,7 @@ func (o *agentOptions) registerExplain(fs *flag.FlagSet) {
 	fs.BoolVar(&o.explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 }
 
-// printer renders a turn's events: answer text on stdout, tool activity and speed on stderr. Everything it
+// printer renders a turn's events: answer text on stdout, tool activity and the turn's numbers on stderr. Everything it
 // writes passes termtext: the answer, the reasoning, tool calls and results come from the model, tools and MCP
 // servers, and must not drive the terminal.
 type printer struct {
@@ -311,10 +312,6 @@ type printer struct {
 	stderr        io.Writer
 	showReasoning bool
 	explain       bool
-	start         time.Time
-	generated     int
-	lastTPS       float64
-	ttft          time.Duration
 	thought       int
 	midLine       bool
 }
@@ -328,10 +325,11 @@ func (a *app) openSession(ctx context.Context, title string) (*session.Session, 
 	return sess, nil
 }
 
-// sayContinue tells how to continue the stored session id (cmd is the command to repeat, "" for the same one).
-func (a *app) sayContinue(stderr io.Writer, id, cmd string) {
-	if a.svc.Stored() {
-		fmt.Fprintf(stderr, "session %s (continue with: %s--session %s)\n", id, cmd, shortID(id))
+// sayContinue tells how to continue sess once it is stored (cmd is the command to repeat, "" for the same one);
+// a session the engine never answered in is not one to continue.
+func (a *app) sayContinue(stderr io.Writer, sess *session.Session, cmd string) {
+	if st := sess.Status(); st.Stored {
+		fmt.Fprintf(stderr, "session %s (continue with: %s--session %s)\n", st.ID, cmd, shortID(st.ID))
 	}
 }
 
@@ -344,7 +342,7 @@ func (t turn) printer(stdout, stderr io.Writer) *printer {
 
 func newPrinter(stdout, stderr io.Writer, showReasoning bool) *printer {
 	return &printer{stdout: termtext.NewWriter(stdout), thinking: termtext.NewWriter(stderr), stderr: stderr,
-		showReasoning: showReasoning, start: time.Now()}
+		showReasoning: showReasoning}
 }
 
 // line writes one line on stderr, cleaned; the reasoning streamed before it is flushed first.
@@ -387,39 +385,28 @@ func (p *printer) event(ev agent.Event) {
 		if e.Result.IsError {
 			mark = "← error:"
 		}
-		p.line("%s %s (%s)", mark, oneLine(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
+		p.line("%s %s (%s)", mark, textcut.Line(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
 	case agent.ParseError:
-		p.line("! %s", oneLine(e.Text, 200))
-	case agent.StepFinished:
-		for _, m := range e.Messages {
-			if m.Role == "assistant" && m.Timings != nil {
-				p.generated += m.Timings.PredictedN
-				p.lastTPS = m.Timings.PredictedPerSecond
-			}
-			if m.Role == "assistant" && p.ttft == 0 {
-				p.ttft = m.TTFT
-			}
-		}
+		p.line("! %s", textcut.Line(e.Text, 200))
 	}
 }
 
-func (p *printer) finish(f agent.Finished) {
+// finish ends a turn's output with the session service's numbers for it; a turn the model never answered in has
+// none to show (its error says what happened).
+func (p *printer) finish(res session.Result) {
 	p.endAnswer()
 	thinking := ""
 	if p.thought > 0 && !p.showReasoning {
 		thinking = fmt.Sprintf(", %d bytes of reasoning hidden (--show-reasoning)", p.thought)
 	}
-	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", f.Steps,
-		p.generated, p.lastTPS, p.ttft.Round(time.Millisecond), time.Since(p.start).Round(time.Millisecond), thinking)
-	p.generated, p.ttft, p.thought, p.start = 0, 0, 0, time.Now()
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
+	p.thought = 0
+	st := res.Stats
+	if !st.Answered {
+		_ = p.thinking.Flush()
+		return
 	}
-	return s
+	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", st.Steps,
+		st.Generated, st.Rate, st.FirstToken.Round(time.Millisecond), st.Took.Round(time.Millisecond), thinking)
 }
 
 // envServerArgs are VISOR_SERVER_ARGS: arguments for every llama-server visor starts, before those of a flag, an

@@ -57,11 +57,11 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if tty {
 		// A person at a terminal gets the full-screen chat; pipes keep the line protocol below.
-		b := newChatBackend(ctx, a, sess, sessionLabel(a.turn))
+		b := newChatBackend(a, sess)
 		err := tui.Run(ctx, b, tui.Options{History: sess.History()})
-		id := b.session().ID()
+		last := b.session()
+		a.sayContinue(stderr, last, "visor chat ")
 		b.close()
-		a.sayContinue(stderr, id, "visor chat ")
 		return err
 	}
 	defer sess.Close()
@@ -177,7 +177,7 @@ func (c *chat) send(text string) error {
 	p := newPrinter(c.stdout, c.stderr, c.showReasoning)
 	p.explain = c.explain
 	res, err := c.sess.Turn(c.ctx, text, nil, p.event)
-	p.finish(res.Finished)
+	p.finish(res)
 	if err != nil && c.ctx.Err() == nil {
 		// A failed turn is reported and the chat goes on; the user can retry or quit.
 		fmt.Fprintln(c.stderr, "error:", termtext.Clean(err.Error()))
@@ -186,6 +186,6 @@ func (c *chat) send(text string) error {
 }
 
 func (c *chat) finish(err error) error {
-	c.app.sayContinue(c.stderr, c.sess.ID(), "visor chat ")
+	c.app.sayContinue(c.stderr, c.sess, "visor chat ")
 	return err
 }

@@ -8,38 +8,22 @@ import (
 	"sync"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/tui"
-	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 )
 
 // chatBackend gives the terminal chat (frontend/tui) a session of the session service. The TUI never calls
-// Send, Attach or Resume at the same time; Status comes from the UI goroutine, so the current session and the
-// numbers are guarded by mu.
+// Send, Attach or Resume at the same time; Status comes from the UI goroutine, so the current session is guarded
+// by mu. The status line's numbers, the title and the session list are the service's.
 type chatBackend struct {
 	app *app
 
 	mu   sync.Mutex
 	sess *session.Session
-	st   tui.Status
 }
 
-func newChatBackend(ctx context.Context, a *app, sess *session.Session, label string) *chatBackend {
-	b := &chatBackend{app: a, sess: sess}
-	b.st = tui.Status{Session: sess.ID(), Model: label, ContextUsed: agent.ContextUsed(sess.History())}
-	if r, err := a.cond.EnsureReady(ctx); err == nil {
-		if p, err := llamacpp.ReadProps(ctx, r.Client); err == nil {
-			b.st.ContextSize = p.NCtx
-			if p.Vision {
-				b.st.Resident = append(b.st.Resident, "projector")
-			}
-			if p.Speculating() {
-				b.st.Resident = append(b.st.Resident, "MTP")
-			}
-		}
-	}
-	return b
+func newChatBackend(a *app, sess *session.Session) *chatBackend {
+	return &chatBackend{app: a, sess: sess}
 }
 
 func (b *chatBackend) session() *session.Session {
@@ -51,38 +35,21 @@ func (b *chatBackend) session() *session.Session {
 // close releases the session the chat ends on.
 func (b *chatBackend) close() { b.session().Close() }
 
+// Status reads the service's snapshots, which no turn's work holds.
 func (b *chatBackend) Status() tui.Status {
-	b.mu.Lock()
-	st, sess := b.st, b.sess
-	st.Resident = append([]string(nil), b.st.Resident...)
-	b.mu.Unlock()
-	st.Session = sess.ID()
-	for _, l := range b.app.svc.Lookahead().Sessions {
-		if l.ID != st.Session || l.PendingImages == 0 {
-			continue
-		}
-		if l.Prefilled < l.PendingImages {
-			st.Ahead = fmt.Sprintf("encoding %d image%s ahead", l.PendingImages-l.Prefilled, plural(l.PendingImages-l.Prefilled))
-		} else {
-			st.Ahead = fmt.Sprintf("%d image%s encoded", l.PendingImages, plural(l.PendingImages))
-		}
-	}
-	return st
+	st, eng := b.session().Status(), b.app.svc.Status()
+	return tui.Status{Session: st.ID, Model: eng.Model, ContextUsed: st.Stats.ContextUsed, ContextSize: eng.ContextSize,
+		TokensPerSecond: st.Stats.TokensPerSecond, DraftAccepted: st.Stats.DraftAccepted, Drafted: st.Stats.Drafted,
+		Resident: eng.Resident, Ahead: st.Ahead}
 }
 
 func (b *chatBackend) Send(ctx context.Context, text string, emit func(agent.Event)) agent.Finished {
 	res, err := b.session().Turn(ctx, text, nil, func(ev agent.Event) {
-		switch e := ev.(type) {
-		case agent.StepFinished:
-			b.observe(e)
-		case agent.Explain:
-			if !b.app.turn.explain {
-				return
-			}
+		if _, ok := ev.(agent.Explain); ok && !b.app.turn.explain {
+			return
 		}
 		emit(ev)
 	})
-	b.titleFrom(ctx, res.SessionID, text)
 	f := res.Finished
 	if err != nil && f.Err == nil {
 		f.Err = err
@@ -91,39 +58,6 @@ func (b *chatBackend) Send(ctx context.Context, text string, emit func(agent.Eve
 		}
 	}
 	return f
-}
-
-// titleFrom names an untitled stored session after its first message, so the picker tells chats apart.
-func (b *chatBackend) titleFrom(ctx context.Context, id, text string) {
-	st := b.app.store
-	if st == nil || id == "" {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	s, err := st.Session(ctx, id)
-	if err != nil || s.Title != "" {
-		return
-	}
-	s.Title = oneLine(text, 60)
-	_ = st.UpdateSession(ctx, s)
-}
-
-// observe keeps the status line's numbers from each finished step.
-func (b *chatBackend) observe(sf agent.StepFinished) {
-	for _, m := range sf.Messages {
-		t := m.Timings
-		if m.Role != "assistant" || t == nil {
-			continue
-		}
-		b.mu.Lock()
-		b.st.ContextUsed = t.PromptN + t.CacheN + t.PredictedN
-		if t.PredictedPerSecond > 0 {
-			b.st.TokensPerSecond = t.PredictedPerSecond
-		}
-		b.st.Drafted += t.DraftN
-		b.st.DraftAccepted += t.DraftNAccepted
-		b.mu.Unlock()
-	}
 }
 
 func (b *chatBackend) Attach(ctx context.Context, path string) (string, error) {
@@ -141,16 +75,16 @@ func (b *chatBackend) Attach(ctx context.Context, path string) (string, error) {
 func (b *chatBackend) Detach() { b.session().ClearAttachments() }
 
 func (b *chatBackend) Sessions(ctx context.Context) ([]tui.SessionInfo, error) {
-	if b.app.store == nil {
+	if !b.app.svc.Stored() {
 		return nil, errors.New("conversations are not stored (--no-store): there are no sessions to pick")
 	}
-	ss, err := b.app.store.ListSessions(ctx, memory.SessionFilter{Limit: 100})
+	ss, err := b.app.svc.Sessions(ctx, session.ListOptions{Limit: 100})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]tui.SessionInfo, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, tui.SessionInfo{ID: s.ID, Title: s.Title, Model: s.Model, Updated: s.UpdatedAt, Messages: s.MessageCount})
+		out = append(out, tui.SessionInfo{ID: s.ID, Title: s.Title, Model: s.Model, Updated: s.Updated, Messages: s.Messages})
 	}
 	return out, nil
 }
@@ -163,13 +97,11 @@ func (b *chatBackend) Resume(ctx context.Context, id string) ([]agent.Message, e
 	b.mu.Lock()
 	prev := b.sess
 	b.sess = next
-	h := next.History()
-	b.st.ContextUsed, b.st.TokensPerSecond, b.st.Drafted, b.st.DraftAccepted = agent.ContextUsed(h), 0, 0, 0
 	b.mu.Unlock()
 	if prev != next {
 		prev.Close()
 	}
-	return h, nil
+	return next.History(), nil
 }
 
 func humanBytes(n int) string {
@@ -180,11 +112,4 @@ func humanBytes(n int) string {
 		return fmt.Sprintf("%d KB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

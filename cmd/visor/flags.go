@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/internal/yamlcheck"
 	"io"
 	"os"
@@ -189,7 +190,7 @@ func (p *progress) draw() {
 		if phase != "" {
 			line += " — " + phase
 		}
-		fmt.Fprintf(p.w, "\r\x1b[K%s", oneLine(line, 120))
+		fmt.Fprintf(p.w, "\r\x1b[K%s", textcut.Line(line, 120))
 		p.shown = line
 	case phase != p.shown || p.shown == "":
 		fmt.Fprintf(p.w, "%s … %s %s\n", p.what, el, phase)

@@ -89,7 +89,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	fmt.Fprintf(stdout, "> %s\n", *question)
 	p := newPrinter(stdout, stderr, false)
 	res, err := sess.Turn(ctx, *question, nil, p.event)
-	p.finish(res.Finished)
+	p.finish(res)
 	if err == nil && tiny {
 		fmt.Fprint(stderr, demoExplained)
 	}

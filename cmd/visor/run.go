@@ -12,6 +12,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools/mcp"
 )
@@ -108,11 +109,11 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 	_, err = sess.Steps(ctx, steps, func(i int, ev agent.Event) {
 		if i != shown {
 			shown = i
-			fmt.Fprintf(stderr, "step %d/%d: %s\n", i+1, len(steps), oneLine(steps[i].Text, 100))
+			fmt.Fprintf(stderr, "step %d/%d: %s\n", i+1, len(steps), textcut.Line(steps[i].Text, 100))
 		}
 		p.event(ev)
-	}, func(_ int, res session.Result) { p.finish(res.Finished) })
-	a.sayContinue(stderr, sess.ID(), "")
+	}, func(_ int, res session.Result) { p.finish(res) })
+	a.sayContinue(stderr, sess, "")
 	return err
 }
 

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 )
 
 const sessionsUsage = `usage: visor sessions <command>
@@ -47,7 +49,7 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		if _, err := parseInterspersed(fs, rest, 0, 0); err != nil {
 			return err
 		}
-		return cliList(ctx, store, memory.SessionFilter{Agent: *agent, Limit: *limit}, stdout)
+		return cliList(ctx, store, session.ListOptions{Agent: *agent, Limit: *limit}, stdout)
 	case "show":
 		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
@@ -190,8 +192,9 @@ func parseWhen(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("visor sessions: date %q: use 2006-01-02, RFC 3339, or an age like 36h or 7d: %w", s, memory.ErrInvalidInput)
 }
 
-func cliList(ctx context.Context, store *memory.Store, f memory.SessionFilter, stdout io.Writer) error {
-	list, err := store.ListSessions(ctx, f)
+// cliList lists sessions as every front end does (session.List: empty ones left by an older visor are not shown).
+func cliList(ctx context.Context, store *memory.Store, o session.ListOptions, stdout io.Writer) error {
+	list, err := session.List(ctx, store, o)
 	if err != nil {
 		return err
 	}
@@ -209,8 +212,8 @@ func cliList(ctx context.Context, store *memory.Store, f memory.SessionFilter, s
 		if s.OpenTurn {
 			title += " [turn open]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(s.ID), s.UpdatedAt.Local().Format("2006-01-02 15:04"),
-			cell(dash(s.Agent)), cell(dash(s.Model)), s.MessageCount, cell(title))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(s.ID), s.Updated.Local().Format("2006-01-02 15:04"),
+			cell(dash(s.Agent)), cell(dash(s.Model)), s.Messages, cell(title))
 	}
 	return tw.Flush()
 }
@@ -241,7 +244,7 @@ func cliSearch(ctx context.Context, store *memory.Store, q memory.Query, stdout 
 			where = fmt.Sprintf("tool run %d", h.ToolRunID)
 		}
 		fmt.Fprintf(stdout, "%s  %s  %s  %s  %s\n    %s\n", cell(h.SessionID), h.CreatedAt.Local().Format("2006-01-02 15:04"),
-			cell(h.Role), where, cell(dash(h.SessionTitle)), termtext.Clean(oneLine(h.Snippet, 200)))
+			cell(h.Role), where, cell(dash(h.SessionTitle)), termtext.Clean(textcut.Line(h.Snippet, 200)))
 	}
 	return nil
 }

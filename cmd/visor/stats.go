@@ -13,6 +13,7 @@ import (
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 )
 
 // cmdStats is `visor stats [SESSION]` (or `visor stats --costs`: the engines' measured cost models): what each step of a stored session cost (prompt and cached tokens, time to
@@ -49,7 +50,8 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("stats %s: %w: list sessions with `visor sessions list`", pos[0], err)
 		}
 	} else {
-		list, err := store.ListSessions(ctx, memory.SessionFilter{Limit: 1})
+		// The newest session with something in it: an empty row (left by an older visor) has no stats.
+		list, err := session.List(ctx, store, session.ListOptions{Limit: 1})
 		if err != nil {
 			return err
 		}

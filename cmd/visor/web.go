@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 
-	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/web"
 	"github.com/visorhq/visor/internal/httpguard"
 )
@@ -43,32 +42,11 @@ func cmdWeb(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if err := a.ensureEngine(ctx); err != nil {
 		return err
 	}
-	cfg := web.Config{Sessions: a.svc, Logger: logger, APIKey: key, KeyHint: serveKeyHint, Status: webStatus(ctx, a)}
-	if a.store != nil {
-		cfg.History = a.store // only a real store: a nil *memory.Store in the interface would look like one
-	}
-	ui, err := web.New(cfg)
+	ui, err := web.New(web.Config{Sessions: a.svc, Logger: logger, APIKey: key, KeyHint: serveKeyHint})
 	if err != nil {
 		return err
 	}
 	return ui.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		fmt.Fprintf(stdout, "chat at http://%s (Ctrl-C stops it)\n", a)
 	})
-}
-
-// webStatus describes the model for the page's status line, read once from the ready engine.
-func webStatus(ctx context.Context, a *app) func() web.Status {
-	st := web.Status{Model: sessionLabel(a.turn)}
-	if r, err := a.cond.EnsureReady(ctx); err == nil {
-		if p, err := llamacpp.ReadProps(ctx, r.Client); err == nil {
-			st.ContextSize = p.NCtx
-			if p.Vision {
-				st.Resident = append(st.Resident, "projector")
-			}
-			if p.Speculating() {
-				st.Resident = append(st.Resident, "MTP")
-			}
-		}
-	}
-	return func() web.Status { return st }
 }

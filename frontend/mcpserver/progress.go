@@ -3,11 +3,11 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/internal/textcut"
 )
 
 // progress relays the run's steps and tool calls to a client that asked for progress (sent a progressToken),
@@ -40,13 +40,13 @@ func (p *progress) event(ev agent.Event) {
 	case agent.Notice:
 		msg = e.Text
 	case agent.ToolCallStarted:
-		msg = fmt.Sprintf("calling %s %s", e.Call.Name, oneLine(string(e.Call.Arguments), 300))
+		msg = fmt.Sprintf("calling %s %s", e.Call.Name, textcut.Line(string(e.Call.Arguments), 300))
 	case agent.ToolCallFinished:
 		verb := "returned"
 		if e.Result.IsError {
 			verb = "failed"
 		}
-		msg = fmt.Sprintf("%s %s: %s", e.Call.Name, verb, oneLine(e.Result.Text, 300))
+		msg = fmt.Sprintf("%s %s: %s", e.Call.Name, verb, textcut.Line(e.Result.Text, 300))
 		if n := len(e.Result.Images); n > 0 {
 			msg += fmt.Sprintf(" [%d image(s)]", n)
 		}
@@ -56,12 +56,4 @@ func (p *progress) event(ev agent.Event) {
 	p.n++
 	// A client that went away must not stop the run; its answer is stored if there is a store.
 	_ = p.sess.NotifyProgress(p.ctx, &sdk.ProgressNotificationParams{ProgressToken: p.token, Progress: p.n, Message: msg})
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -196,8 +196,8 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		progress.event(ev)
 	})
 	f, sessionID := turn.Finished, ""
-	if svc.Stored() {
-		sessionID = turn.SessionID
+	if turn.Stored {
+		sessionID = turn.SessionID // a session the engine never answered in is not one to continue
 	}
 	if errors.Is(runErr, session.ErrNotStored) {
 		// The answer stands; only keeping it failed.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/internal/textcut"
 )
 
 // Options configure Run.
@@ -488,7 +489,7 @@ func (m *model) apply(ev agent.Event) {
 			e.Duration.Round(time.Millisecond)), text: e.Result.Text, isErr: e.Result.IsError})
 	case agent.ParseError:
 		m.closeStreaming()
-		m.entries = append(m.entries, entry{kind: noticeEntry, text: "unusable tool call: " + oneLine(e.Text, 200)})
+		m.entries = append(m.entries, entry{kind: noticeEntry, text: "unusable tool call: " + textcut.Line(e.Text, 200)})
 	case agent.ImagesPending:
 		m.notice = fmt.Sprintf("encoding %d image%s …", e.Count, plural(e.Count))
 	case agent.Explain:
@@ -609,7 +610,7 @@ func (m *model) render(e *entry, w int) string {
 		head := mark + title
 		if !m.expanded {
 			lines := strings.Count(strings.TrimRight(text, "\n"), "\n") + 1
-			body := oneLine(text, max(10, w-len(head)-24))
+			body := textcut.Line(text, max(10, w-len(head)-24))
 			return st.Render(fmt.Sprintf("%s: %s (%d line%s)%s", head, body, lines, plural(lines), foldedMarker))
 		}
 		return wrap.Render(st.Render(head + "\n" + text))
@@ -651,8 +652,8 @@ func (m *model) pickerView() string {
 	for i := start; i < len(m.picker.list) && i < start+h; i++ {
 		s := m.picker.list[i]
 		line := fmt.Sprintf("%s  %s  %-16s %3d msgs  %s", short(s.ID), s.Updated.Format("2006-01-02 15:04"),
-			oneLine(termtext.Clean(s.Model), 16), s.Messages, termtext.Clean(s.Title))
-		line = oneLine(line, m.width-1)
+			textcut.Line(termtext.Clean(s.Model), 16), s.Messages, termtext.Clean(s.Title))
+		line = textcut.Line(line, m.width-1)
 		if i == m.picker.sel {
 			line = pickerSel.Render(line)
 		}
@@ -672,7 +673,7 @@ func (m *model) noticeLine() string {
 	if m.notice != "" {
 		parts = append(parts, m.notice)
 	}
-	return noticeStyle.Render(oneLine(termtext.Clean(strings.Join(parts, " · ")), max(10, m.width-1)))
+	return noticeStyle.Render(textcut.Line(termtext.Clean(strings.Join(parts, " · ")), max(10, m.width-1)))
 }
 
 // StatusLine formats s as the status line shows it.
@@ -705,24 +706,16 @@ func StatusLine(s Status) string {
 }
 
 func (m *model) statusLine() string {
-	return statusStyle.Width(m.width).Render(oneLine(" "+StatusLine(m.status), max(10, m.width-1)))
+	return statusStyle.Width(m.width).Render(textcut.Line(" "+StatusLine(m.status), max(10, m.width-1)))
 }
 
 func callTitle(c agent.Call) string {
 	return fmt.Sprintf("%s %s", c.Name, string(c.Arguments))
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n && n > 1 {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
 func oneLineIf(s string, fold bool, n int) string {
 	if fold {
-		return oneLine(s, n)
+		return textcut.Line(s, n)
 	}
 	return s
 }

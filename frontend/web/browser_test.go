@@ -142,10 +142,15 @@ func TestPagePasteStopReloadResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	svc := testkit.Service(t, srv, store, func(c *session.Config) { c.AgentName = "web"; c.Agent.Tools = reg })
-	ui, err := web.New(web.Config{Sessions: svc, History: store, Status: func() web.Status {
-		return web.Status{Model: "tiny-bigram.gguf", ContextSize: 4096, Resident: []string{"projector"}}
-	}})
+	svc := testkit.Service(t, srv, store, func(c *session.Config) {
+		c.AgentName, c.Model, c.Agent.Tools = "web", "tiny-bigram.gguf", reg
+	})
+	// As `visor web` does: the engine is up before the page asks for the status line, which the session service
+	// reads from its /props.
+	if err := svc.EnsureReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ui, err := web.New(web.Config{Sessions: svc})
 	if err != nil {
 		t.Fatal(err)
 	}

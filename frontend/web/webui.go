@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -61,24 +60,13 @@ type Config struct {
 	SessionIdle time.Duration
 	// Now is the clock for idle times; default time.Now.
 	Now func() time.Time
-	// History lists stored sessions for the page's session list; nil lists this server's chats only.
-	History History
-	// Status, when set, describes the model for the page's status line.
+	// Status, when set, describes the model for the page's status line instead of the session service.
 	Status func() Status
 }
 
-// History lists stored conversations; *memory.Store implements it.
-type History interface {
-	ListSessions(ctx context.Context, f memory.SessionFilter) ([]memory.Session, error)
-}
-
-// Status is what the page's status line shows about the model and the engine; per-chat numbers (context used,
-// tokens/s, draft acceptance) come with each turn.
-type Status struct {
-	Model       string   `json:"model"`
-	ContextSize int      `json:"context_size"`
-	Resident    []string `json:"resident"` // what is loaded beside the weights: "projector", "MTP"
-}
+// Status is what the page's status line shows about the model and the engine (the session service's
+// EngineStatus); per-chat numbers (context used, tokens/s, draft acceptance) come with each turn.
+type Status = session.EngineStatus
 
 // Server is the chat's HTTP handler.
 type Server struct {
@@ -100,19 +88,9 @@ type chat struct {
 
 	conv *session.Session
 
-	// turn guards the running turn's cancel (the stop button) and the chat's numbers for the status line.
-	turn  sync.Mutex
-	stop  context.CancelFunc
-	stats turnStats
-	title string
-}
-
-// turnStats are the status line's per-chat numbers.
-type turnStats struct {
-	ContextUsed     int     `json:"context_used"`
-	TokensPerSecond float64 `json:"tokens_per_second"`
-	Drafted         int     `json:"drafted"`
-	DraftAccepted   int     `json:"draft_accepted"`
+	// turn guards the running turn's cancel (the stop button).
+	turn sync.Mutex
+	stop context.CancelFunc
 }
 
 // New returns the chat server.
@@ -190,7 +168,8 @@ func (s *Server) newSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	sess := &chat{token: s.guard.Token(r), ctx: ctx, cancel: cancel}
-	conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{}) // titled after its first message
+	// Titled after its first message, and stored (so listed) once the engine answers it.
+	conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{})
 	if err != nil {
 		cancel()
 		httpError(w, http.StatusInternalServerError, "create session: %v", err)
@@ -337,9 +316,6 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	sess.turn.Lock()
 	sess.stop = stop
-	if sess.title == "" {
-		sess.title = oneLine(in.Text, 60)
-	}
 	sess.turn.Unlock()
 	res, err := sess.conv.Turn(ctx, in.Text, nil, func(ev agent.Event) {
 		switch e := ev.(type) {
@@ -361,9 +337,10 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	f := res.Finished
-	stats := sess.record(res.Added)
-	s.titleStored(r.Context(), res.SessionID, in.Text)
-	done := map[string]any{"reason": f.Reason, "steps": f.Steps, "session": res.SessionID, "stats": stats}
+	sess.turn.Lock()
+	sess.stop = nil
+	sess.turn.Unlock()
+	done := map[string]any{"reason": f.Reason, "steps": f.Steps, "session": res.SessionID, "stats": sess.conv.Status().Stats}
 	if t := f.Final.Timings; t != nil {
 		done["tokens_per_second"], done["cached_tokens"], done["prompt_tokens"] = t.PredictedPerSecond, t.CacheN, t.PromptN
 	}
@@ -371,55 +348,6 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		done["error"] = err.Error()
 	}
 	event("done", done)
-}
-
-// record keeps a turn's numbers for the status line and ends the turn's stop button.
-func (sess *chat) record(added []agent.Message) turnStats {
-	sess.turn.Lock()
-	defer sess.turn.Unlock()
-	sess.stop = nil
-	for _, m := range added {
-		if t := m.Timings; m.Role == "assistant" && t != nil {
-			sess.stats.ContextUsed = t.PromptN + t.CacheN + t.PredictedN
-			if t.PredictedPerSecond > 0 {
-				sess.stats.TokensPerSecond = t.PredictedPerSecond
-			}
-			sess.stats.Drafted += t.DraftN
-			sess.stats.DraftAccepted += t.DraftNAccepted
-		}
-	}
-	return sess.stats
-}
-
-// titler renames a stored session; *memory.Store implements it.
-type titler interface {
-	Session(ctx context.Context, id string) (memory.Session, error)
-	UpdateSession(ctx context.Context, sess memory.Session) error
-}
-
-// titleStored names an untitled stored session after its first message, so the session list tells chats apart.
-func (s *Server) titleStored(ctx context.Context, id, text string) {
-	t, ok := s.cfg.History.(titler)
-	if !ok || id == "" {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	st, err := t.Session(ctx, id)
-	if err != nil || st.Title != "" {
-		return
-	}
-	st.Title = oneLine(text, 60)
-	if err := t.UpdateSession(ctx, st); err != nil {
-		s.cfg.Logger.Warn("title the session", "err", err)
-	}
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -436,27 +364,17 @@ type sessionInfo struct {
 	Messages int       `json:"messages"`
 }
 
-// listSessions lists stored sessions (without History, this server's chats), newest first.
+// listSessions lists the session service's conversations, newest first: the stored ones, or without a store
+// this server's chats; a chat without a message is not one yet.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	ss, err := s.cfg.Sessions.Sessions(r.Context(), session.ListOptions{Limit: 100})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "list sessions: %v", err)
+		return
+	}
 	out := []sessionInfo{}
-	if s.cfg.History != nil {
-		ss, err := s.cfg.History.ListSessions(r.Context(), memory.SessionFilter{Limit: 100})
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, "list sessions: %v", err)
-			return
-		}
-		for _, st := range ss {
-			out = append(out, sessionInfo{ID: st.ID, Title: st.Title, Model: st.Model, Updated: st.UpdatedAt, Messages: st.MessageCount})
-		}
-	} else {
-		s.mu.Lock()
-		for _, c := range s.sessions {
-			c.turn.Lock()
-			out = append(out, sessionInfo{ID: c.id, Title: c.title, Updated: c.used, Messages: len(c.conv.History())})
-			c.turn.Unlock()
-		}
-		s.mu.Unlock()
-		sort.Slice(out, func(i, j int) bool { return out[i].Updated.After(out[j].Updated) })
+	for _, st := range ss {
+		out = append(out, sessionInfo{ID: st.ID, Title: st.Title, Model: st.Model, Updated: st.Updated, Messages: st.Messages})
 	}
 	writeJSON(w, map[string]any{"sessions": out})
 }
@@ -507,7 +425,6 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		}
 		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 		c = &chat{id: conv.ID(), token: token, ctx: ctx, cancel: cancel, conv: conv}
-		c.stats.ContextUsed = agent.ContextUsed(conv.History())
 		s.mu.Lock()
 		if have := s.sessions[c.id]; have != nil { // another request opened it meanwhile
 			s.mu.Unlock()
@@ -535,10 +452,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs = append(msgs, sm)
 	}
-	c.turn.Lock()
-	stats := c.stats
-	c.turn.Unlock()
-	writeJSON(w, map[string]any{"session": c.id, "messages": msgs, "stats": stats})
+	writeJSON(w, map[string]any{"session": c.id, "messages": msgs, "stats": c.conv.Status().Stats})
 }
 
 // stop cancels the chat's running turn; what streamed so far is stored, marked interrupted.
@@ -569,9 +483,12 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	st := Status{Model: s.cfg.Name}
+	st := s.cfg.Sessions.Status()
 	if s.cfg.Status != nil {
 		st = s.cfg.Status()
+	}
+	if st.Model == "" {
+		st.Model = s.cfg.Name
 	}
 	if st.Resident == nil {
 		st.Resident = []string{}

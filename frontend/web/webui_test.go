@@ -231,8 +231,9 @@ func TestSessionsStopAndStatusWithoutAStore(t *testing.T) {
 	if code != 200 || id == "" {
 		t.Fatalf("create: %d %v", code, created)
 	}
-	if code, v := do("GET", hs.URL+"/api/sessions"); code != 200 || len(v["sessions"].([]any)) != 1 {
-		t.Errorf("list: %d %v", code, v)
+	// A chat without a message is not listed: "New chat" pressed and left must not pile up in the sidebar.
+	if code, v := do("GET", hs.URL+"/api/sessions"); code != 200 || len(v["sessions"].([]any)) != 0 {
+		t.Errorf("list: %d %v, want no chat before its first message", code, v)
 	}
 	if code, v := do("POST", hs.URL+"/api/sessions/"+id+"/resume"); code != 200 || v["session"] != id {
 		t.Errorf("resume: %d %v", code, v)
