@@ -10,7 +10,7 @@ test:            ## install the engine and run every test, real-engine tests inc
 engine:          ## install Debian's llama-server into ~/.cache/visor/engine
 	scripts/install-engine.sh
 
-build:           ## build bin/visor (a plain `go install ./cmd/visor` works too)
+build:           ## build bin/visor with FTS5 search (a plain `go install ./cmd/visor` works too, with FTS4)
 	@. scripts/cgo-flags.sh && go build -o bin/visor ./cmd/visor
 
 vet:

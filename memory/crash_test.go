@@ -3,7 +3,6 @@ package memory
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"image/color"
@@ -19,20 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Without FTS5 every test would fail the same way; say it once, with the fix.
-	db, err := sql.Open("sqlite", ":memory:")
-	if err == nil {
-		var ok bool
-		err = db.QueryRow(`SELECT sqlite_compileoption_used('ENABLE_FTS5')`).Scan(&ok)
-		db.Close()
-		if err == nil && !ok {
-			err = errors.New("SQLite lacks FTS5")
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "memory:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
 	cleanupBenchData()
 	os.Exit(code)

@@ -3,10 +3,30 @@
 //
 // # SQLite
 //
-// The driver is modernc.org/sqlite, SQLite translated to Go: FTS5 is always compiled in, so a plain `go build`
-// or `go install` gives a working store (mattn/go-sqlite3 compiles FTS5 only under a build tag, which `go
-// install …@latest` never passes). Open still checks for FTS5 and fails with ErrNoFTS5 rather than on the first
-// search.
+// The driver is mattn/go-sqlite3 (cgo; visor needs gcc for go-nvml anyway). It compiles FTS3/4 always and
+// FTS5 only under the sqlite_fts5 build tag, which the Makefile, scripts and CI pass (scripts/cgo-flags.sh);
+// a plain `go build` or `go install` has no FTS5. So the search index (search_fts) uses FTS5 where it is
+// compiled in and FTS4 otherwise, with the same results and ranking:
+//
+//   - Tokens: both use SQLite's unicode61 tokenizer with diacritics removed. FTS5 adds porter stemming;
+//     FTS4 cannot combine porter with unicode61 (its porter tokenizer is ASCII-only, joins words at "_" and
+//     cuts long words and words with digits, so x86_64 or sha256 sums would not be found as typed), so the
+//     FTS4 index holds the words as written and a query term becomes every indexed word with the same stem
+//     (porterStem, FTS5's algorithm, checked against FTS5 on every word of this repository's text). A
+//     prefix term matches the words that begin with its stem.
+//   - Ranking: FTS4 has no bm25, so visor_bm25 (a Go SQL function registered on each connection) computes
+//     FTS5's bm25 from matchinfo, with the per-term row counts and average row length FTS5 uses. Results
+//     and scores are compared with FTS5's on the same data (TestFTS4SearchMatchesFTS5).
+//   - Raw queries (Query.Raw) go to each module's own syntax; FTS4's is close to FTS5's but not stemmed.
+//
+// FTS5 stays where compiled because it is the faster index: over BenchmarkSearch's 100k messages FTS4 took
+// 3–6 times as long for common and prefix terms (every match is scored through a cgo callback, and each term
+// costs vocabulary and count queries), 2–10 times for rare and two terms.
+//
+// The index is made by the store, not by a migration, since its module depends on the build. Open rebuilds
+// an FTS4 index as FTS5 when FTS5 is compiled in (copying its rows, in one transaction). SQLite can neither
+// read nor drop an FTS5 table without FTS5, so a build without it leaves an FTS5 index alone: everything
+// reads, while search and writes fail with ErrNoFTS5, whose message says to build with `make build`.
 //
 // # Design
 //
@@ -32,6 +52,6 @@
 // Reads (Messages, ToolRuns, Export) see one snapshot and never take the write lock, so `visor sessions`
 // does not stall a running agent.
 //
-// Search is FTS5 (porter stemming, bm25) over message content, reasoning and tool output; tool output is
-// indexed up to MaxIndexedToolText bytes and stored whole.
+// Search (porter stemming, bm25; see "SQLite") covers message content, reasoning and tool output; tool output
+// is indexed up to MaxIndexedToolText bytes and stored whole.
 package memory

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, FTS5 built in
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 //go:embed migrations/*.sql
@@ -29,6 +30,12 @@ type Store struct {
 	db     *sql.DB
 	path   string
 	logger *slog.Logger
+	// index is the module of the file's search index (moduleFTS5, moduleFTS4), set by Open.
+	index string
+	// indexMissing: this build lacks the index's module, so search and writes fail with ErrNoFTS5.
+	indexMissing bool
+	// module, when set, is the module a new or rebuilt index uses instead of the best one compiled in.
+	module string
 }
 
 // Options tune Open. The zero value is what Open uses.
@@ -38,6 +45,10 @@ type Options struct {
 	// BusyTimeout is how long a write waits for another writer (another process) before failing;
 	// 0 means 10 s.
 	BusyTimeout time.Duration
+
+	// module overrides the full-text module of the index (see Store.module), so tests can hold FTS4 to
+	// FTS5 in one build.
+	module string
 }
 
 // DefaultPath is where visor keeps its database: $XDG_DATA_HOME/visor/visor.db, else
@@ -107,11 +118,8 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	if !strings.HasPrefix(dsn, "file://") {
 		return nil, fmt.Errorf("memory: open %s: cannot form a database URI: %w", abs, ErrInvalidInput)
 	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
-	}
-	s := &Store{db: db, path: abs, logger: logger}
+	db := sql.OpenDB(connector{dsn: dsn, driver: newDriver()})
+	s := &Store{db: db, path: abs, logger: logger, module: opts.module}
 	if err := s.init(ctx); err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "not a database") || strings.Contains(err.Error(), "malformed") {
@@ -141,14 +149,24 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// connector opens connections of one DSN with the store's driver; sql.OpenDB takes it, so no driver name is
+// registered globally.
+type connector struct {
+	dsn    string
+	driver *sqlite3.SQLiteDriver
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.driver.Open(c.dsn) }
+func (c connector) Driver() driver.Driver                        { return c.driver }
+
+// newDriver is mattn/go-sqlite3 with the functions the FTS4 search needs on every connection.
+func newDriver() *sqlite3.SQLiteDriver {
+	return &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		return c.RegisterFunc("visor_bm25", bm25FTS4, true)
+	}}
+}
+
 func (s *Store) init(ctx context.Context) error {
-	var fts5 bool
-	if err := s.db.QueryRowContext(ctx, `SELECT sqlite_compileoption_used('ENABLE_FTS5')`).Scan(&fts5); err != nil {
-		return fmt.Errorf("memory: open %s: %w", s.path, err)
-	}
-	if !fts5 {
-		return fmt.Errorf("memory: open %s: %w: the SQLite driver was built without it", s.path, ErrNoFTS5)
-	}
 	migs, err := loadMigrations()
 	if err != nil {
 		return err
@@ -169,7 +187,10 @@ func (s *Store) init(ctx context.Context) error {
 	if mode != "wal" {
 		return fmt.Errorf("memory: open %s: journal mode is %q, want wal (is the file on a network filesystem?)", s.path, mode)
 	}
-	return s.migrate(ctx, migs, latest)
+	if err := s.migrate(ctx, migs, latest); err != nil {
+		return err
+	}
+	return s.ensureIndex(ctx)
 }
 
 func (s *Store) schemaVersion(ctx context.Context) (int, error) {
@@ -274,7 +295,7 @@ func (s *Store) withTx(ctx context.Context, what string, fn func(*sql.Tx) error)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return err
+		return indexError(err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory: %s: commit: %w", what, err)

@@ -697,12 +697,16 @@ func TestMigrationsFromEmptyAndFromVersion1(t *testing.T) {
 
 	// A file made by a version-1 visor, with data in it.
 	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", path+"?_foreign_keys=1")
+	db, err := sql.Open("sqlite3", path+"?_foreign_keys=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := &Store{db: db, path: path, logger: s.logger}
 	if err := old.migrate(ctx, migs, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Version 1 made the search index; the store makes it now (index.go).
+	if err := old.ensureIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -747,7 +751,7 @@ func TestMigrationsFromEmptyAndFromVersion1(t *testing.T) {
 func TestNewerSchemaIsRefusedUntouched(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "future.db")
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open("sqlite3", path)
 	if err != nil {
 		t.Fatal(err)
 	}

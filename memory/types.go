@@ -13,7 +13,7 @@ var (
 	ErrExists       = errors.New("already exists")
 	ErrHasForks     = errors.New("session has forks or continuations")
 	ErrNewerSchema  = errors.New("database schema is newer than this build of visor")
-	ErrNoFTS5       = errors.New("SQLite was built without FTS5")
+	ErrNoFTS5       = errors.New("this build of visor has no FTS5, which the search index uses")
 	ErrBadQuery     = errors.New("bad search query")
 	ErrInvalidInput = errors.New("invalid input")
 )

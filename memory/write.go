@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // MaxIndexedToolText caps how much of a tool result is put in the search index: tool output can be megabytes
@@ -64,7 +63,7 @@ func insertSession(ctx context.Context, tx *sql.Tx, sess Session) (Session, erro
 		sess.ID, sess.Title, sess.Agent, sess.Model, sess.EngineProfile, nullString(sess.ParentID), sess.LinkKind,
 		nullInt(sess.InheritFrom), nullInt(sess.InheritTo), toMillis(sess.CreatedAt), toMillis(sess.UpdatedAt),
 		sess.PromptTokens, sess.CachedTokens, sess.GeneratedTokens)
-	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
+	if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) {
 		return Session{}, fmt.Errorf("memory: create session %q: %w", sess.ID, ErrExists)
 	}
 	if err != nil {
@@ -386,7 +385,7 @@ func (s *Store) RecordEngineEvent(ctx context.Context, ev EngineEvent) (int64, e
 		res, err := tx.ExecContext(ctx, `INSERT INTO engine_events (session_id, kind, at, duration_us, detail)
 			VALUES (?, ?, ?, ?, ?)`, nullString(ev.SessionID), string(ev.Kind), toMillis(ev.At),
 			ev.Duration.Microseconds(), string(ev.Detail))
-		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
 			return fmt.Errorf("memory: record engine event: session %q: %w", ev.SessionID, ErrNotFound)
 		}
 		if err != nil {
@@ -537,10 +536,10 @@ func sessionExists(ctx context.Context, q querier, id string) error {
 	return nil
 }
 
-// isConstraint reports whether err is SQLite's extended result code code (the driver turns extended codes on).
-func isConstraint(err error, code int) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code() == code
+// isConstraint reports whether err is SQLite's extended result code code.
+func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.ExtendedCode == code
 }
 
 func nullString(s string) any {

@@ -24,7 +24,7 @@ const sessionsUsage = `usage: visor sessions <command>
   show ID                                  a session's conversation (ID may be a unique prefix)
   search [flags] QUERY...                  full-text search over messages and tool output
       --session ID --agent NAME --role ROLE --since DATE --until DATE --limit N
-      --raw   pass QUERY to SQLite FTS5 as is (AND, OR, NOT, NEAR, "phrases", prefix*)
+      --raw   pass QUERY to SQLite's full-text search as is (AND, OR, NOT, NEAR, "phrases", prefix*)
   export ID --format md|json [--out DIR]   md with --out writes DIR/ID.md and the images beside it
   fork ID [--at MSG]                       a new session sharing ID's history up to message #MSG (default:
                                            its last); continue it with visor ask --session NEWID
@@ -69,7 +69,7 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		since := fs.String("since", "", "from this date")
 		until := fs.String("until", "", "before this date")
 		fs.IntVar(&q.Limit, "limit", 20, "at most this many hits")
-		fs.BoolVar(&q.Raw, "raw", false, "FTS5 query syntax")
+		fs.BoolVar(&q.Raw, "raw", false, "SQLite full-text query syntax (FTS5; FTS4 in a build without -tags sqlite_fts5)")
 		pos, err := parseInterspersed(fs, rest, 1, -1)
 		if err != nil {
 			return err

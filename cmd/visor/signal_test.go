@@ -170,14 +170,16 @@ func TestAskUsesAnMCPServersTools(t *testing.T) {
 	}
 }
 
-// TestPlainBuildSearchesSessions runs this test binary, built the way `go install ./cmd/visor` builds visor (no
-// build tags; scripts/test.sh passes none), as `visor sessions search`: full-text search must work in it. With
-// mattn/go-sqlite3 and no sqlite_fts5 tag the database refused to open.
+// TestPlainBuildSearchesSessions runs visor built the way `go install ./cmd/visor` builds it (no build tags, so
+// mattn/go-sqlite3 has no FTS5 and the store indexes with FTS4) as `visor sessions search`: full-text search must
+// work in it. The scripts and CI build with -tags sqlite_fts5 (scripts/cgo-flags.sh); this test binary then
+// builds a copy of itself without tags and runs the test in that.
 func TestPlainBuildSearchesSessions(t *testing.T) {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "-tags" && s.Value != "" {
-				t.Logf("built with -tags %s: this run does not show what a plain go install gives", s.Value)
+				plainBuildSearch(t)
+				return
 			}
 		}
 	}
@@ -204,5 +206,34 @@ func TestPlainBuildSearchesSessions(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "marmots") {
 		t.Errorf("search did not find the stored message:\n%s", out)
+	}
+	// Stemmed as FTS5 would: the singular finds the plural.
+	cmd = exec.Command(os.Args[0], "sessions", "search", "--db", db, "marmot")
+	cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "marmots") {
+		t.Errorf("visor sessions search marmot: %v\n%s", err, out)
+	}
+}
+
+// plainBuildSearch builds this package's tests without build tags and runs TestPlainBuildSearchesSessions there.
+func plainBuildSearch(t *testing.T) {
+	var flags []string
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(f, "-tags") && !strings.HasPrefix(f, "--tags") {
+			flags = append(flags, f)
+		}
+	}
+	env := append(os.Environ(), "GOFLAGS="+strings.Join(flags, " "))
+	bin := filepath.Join(t.TempDir(), "visor-plain.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	build.Env = env
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c without tags: %v\n%s", err, out)
+	}
+	run := exec.Command(bin, "-test.run", "^TestPlainBuildSearchesSessions$", "-test.v")
+	run.Env = env
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestPlainBuildSearchesSessions") {
+		t.Fatalf("the plain build's search test: %v\n%s", err, out)
 	}
 }

@@ -109,22 +109,5 @@ CREATE TABLE engine_events (
 CREATE INDEX engine_events_session ON engine_events (session_id, at);
 CREATE INDEX engine_events_at ON engine_events (at);
 
--- One search index for messages (rowid = message id) and tool runs (rowid = -tool run id), so one bm25
--- ranking covers both. It keeps its own copy of the (capped) text: external content would need the text
--- of two tables in one, and the copy is what makes snippets cheap.
-CREATE VIRTUAL TABLE search_fts USING fts5 (
-    body,
-    reasoning,
-    session_id UNINDEXED,
-    role UNINDEXED,
-    created_at UNINDEXED,
-    tokenize = 'porter unicode61 remove_diacritics 2'
-);
-
-CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
-    DELETE FROM search_fts WHERE rowid = old.id;
-END;
-
-CREATE TRIGGER tool_runs_search_delete AFTER DELETE ON tool_runs BEGIN
-    DELETE FROM search_fts WHERE rowid = -old.id;
-END;
+-- The search index (search_fts) and the triggers that keep it in step with deletes are made by the
+-- store itself (index.go), because which full-text module it uses depends on how SQLite was compiled.
