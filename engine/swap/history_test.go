@@ -52,8 +52,9 @@ func TestWindowBeatsKeepAllAndDropEach(t *testing.T) {
 func TestChooseWindow(t *testing.T) {
 	c := swap.H200Costs()
 	base := swap.ChooseWindow(c, swap.WindowNeeds{Profile: swap.Resident, ContextTokens: 262144, ImageTokens: 1000})
-	if base.Keep != 2 || base.Reason == "" {
-		t.Errorf("H200, 75 ms per history image: %+v, want keep 2", base)
+	if base.Keep != 2 || base.Reason == "" || base.Keep+base.Batch-1 > 3 {
+		t.Errorf("H200, 75 ms per history image: %+v, want keep 2 and at most 3 images a request (30%% over a "+
+			"short conversation's time to first token)", base)
 	}
 	cheap := c
 	cheap.CachedImage = swap.Duration(5 * time.Millisecond)

@@ -44,6 +44,11 @@ const (
 	maxWindowBatch = 8
 	// imageContextShare is the share of the context the images of one request may take.
 	imageContextShare = 4
+	// ttftGrowth is how much slower than a short conversation's a long one's request may be for its images.
+	ttftGrowth = 0.3
+	// requestFloor is what a request costs the server before any image or new text: the H200 run of issue 25
+	// measured 0.225 s to the first token of a cached conversation with one screenshot, ~55 ms of it the image.
+	requestFloor = 170 * time.Millisecond
 )
 
 // ChooseWindow picks the window from the cost model. Each image a request carries costs CachedImage on the
@@ -75,6 +80,15 @@ func ChooseWindow(c Costs, n WindowNeeds) Window {
 	capImages := math.MaxInt
 	if n.ContextTokens > 0 {
 		capImages = max(1, n.ContextTokens/imageContextShare/tokens)
+	}
+	growth := capImages
+	if per > 0 {
+		// A long session's requests should answer about as fast as a short one's: the images a request carries
+		// beyond a short conversation's two may add at most ttftGrowth of that request's own time (its two
+		// images, its text, the first token).
+		short := requestFloor + 2*per + c.Prefill(text) + c.Generate(n.Profile, 1, -1)
+		growth = 2 + int(ttftGrowth*float64(short)/float64(per))
+		capImages = min(capImages, max(keep, growth))
 	}
 	keep = min(keep, capImages)
 	leads := n.Leads
@@ -110,8 +124,8 @@ func ChooseWindow(c Costs, n WindowNeeds) Window {
 		per.Round(time.Millisecond), keep, cut.Round(time.Millisecond), exposedCut.Round(time.Millisecond), keep, best,
 		cost(best).Round(time.Millisecond), cost(1).Round(time.Millisecond))
 	if capImages < math.MaxInt && keep+best-1 >= capImages {
-		w.Reason += fmt.Sprintf("; at most %d images of %d tokens fit a quarter of the %d-token context", capImages,
-			tokens, n.ContextTokens)
+		w.Reason += fmt.Sprintf("; at most %d images a request, so that it stays within %.0f%% of a short conversation's "+
+			"time to first token and a quarter of the context", capImages, 100*ttftGrowth)
 	}
 	return w
 }
