@@ -149,6 +149,8 @@ const (
 	EngineStop  EngineEventKind = "stop"
 	EngineCrash EngineEventKind = "crash"
 	EngineSwap  EngineEventKind = "swap"
+	// EngineWarmup is a warm-up after a launch (the GPU's first image and long prompt), with its duration.
+	EngineWarmup EngineEventKind = "warmup"
 	// EnginePrefill is an ahead-of-time evaluation (attached images encoded before the question).
 	EnginePrefill EngineEventKind = "prefill"
 	// EnginePrefillFailed is a prefill that failed: the request after it evaluated the images itself.

@@ -365,6 +365,8 @@ func (s *Service) RecordEngineEvent(ev conductor.Event) {
 		kind = memory.EngineCrash
 	case conductor.EventStopped:
 		kind = memory.EngineStop
+	case conductor.EventWarmedUp:
+		kind = memory.EngineWarmup
 	default:
 		return
 	}

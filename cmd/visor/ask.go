@@ -14,8 +14,6 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/engine/launch"
-	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
@@ -24,100 +22,37 @@ import (
 	"github.com/visorhq/visor/tools/toolset"
 )
 
-// engineFlags are the flags every command that talks to a model shares.
-type engineFlags struct {
-	model, mmproj, endpoint, apiKey, server string
-	ctx, parallel                           int
-	extra                                   listFlag
-	plan, gpu, cacheType                    string
-	warmup                                  bool
-	// own: the engine is this process's alone (a gateway's, which it unloads and swaps): never reuse one that
-	// another process advertises.
-	own bool
-	// env is added to the environment of the llama-server visor starts.
-	env []string
+// registerEngine adds the engine flags every command that talks to a model shares, into s (from launch.Defaults).
+func registerEngine(fs *flag.FlagSet, s *launch.Spec) {
+	*s = launch.Defaults()
+	fs.StringVar(&s.Model, "model", os.Getenv("VISOR_MODEL"), "GGUF model file to serve with llama-server (env VISOR_MODEL)")
+	fs.StringVar(&s.Projector, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector GGUF for --model (env VISOR_MMPROJ)")
+	fs.StringVar(&s.Endpoint, "endpoint", os.Getenv("VISOR_ENDPOINT"), "use a running OpenAI-compatible server instead (URL)")
+	fs.StringVar(&s.APIKey, "api-key", os.Getenv("VISOR_API_KEY"), "API key for --endpoint")
+	fs.StringVar(&s.Server, "server", "", "llama-server binary (default: $VISOR_LLAMA_SERVER, $PATH, then the installed engine)")
+	fs.IntVar(&s.Ctx, "ctx", 0, "context size for llama-server (0: the model's default)")
+	fs.IntVar(&s.Slots, "parallel", 1, "llama-server slots, one turn each (from 2, one is kept for evaluating the images of turns that wait)")
+	fs.Var((*listFlag)(&s.ExtraArgs), "server-arg", "extra llama-server argument (repeatable; env VISOR_SERVER_ARGS adds some to every start)")
+	fs.StringVar(&s.Plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
+	fs.StringVar(&s.GPU, "gpu", "auto", "GPUs the plan is for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
+	fs.StringVar(&s.KVType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
+	fs.BoolVar(&s.Warmup, "warmup", true, "after a GPU start, send a small image and a long prompt so the GPU compiles its kernels before your first request")
 }
 
-func (e *engineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&e.model, "model", os.Getenv("VISOR_MODEL"), "GGUF model file to serve with llama-server (env VISOR_MODEL)")
-	fs.StringVar(&e.mmproj, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector GGUF for --model (env VISOR_MMPROJ)")
-	fs.StringVar(&e.endpoint, "endpoint", os.Getenv("VISOR_ENDPOINT"), "use a running OpenAI-compatible server instead (URL)")
-	fs.StringVar(&e.apiKey, "api-key", os.Getenv("VISOR_API_KEY"), "API key for --endpoint")
-	fs.StringVar(&e.server, "server", "", "llama-server binary (default: $VISOR_LLAMA_SERVER, $PATH, then the installed engine)")
-	fs.IntVar(&e.ctx, "ctx", 0, "context size for llama-server (0: the model's default)")
-	fs.IntVar(&e.parallel, "parallel", 1, "llama-server slots, one turn each (from 2, one is kept for evaluating the images of turns that wait)")
-	// VISOR_SERVER_ARGS holds arguments for every llama-server visor starts (space-separated), before any
-	// --server-arg: settings a machine always wants, such as --poll 0 where many servers share few cores.
-	e.extra = envServerArgs()
-	fs.Var(&e.extra, "server-arg", "extra llama-server argument (repeatable; env VISOR_SERVER_ARGS adds some to every start)")
-	fs.StringVar(&e.plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
-	fs.StringVar(&e.gpu, "gpu", "auto", "GPUs the plan is for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
-	fs.StringVar(&e.cacheType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
-	fs.BoolVar(&e.warmup, "warmup", true, "after a GPU start, send a small image and a long prompt so the GPU compiles its kernels before your first request")
-}
-
-// startEngine launches llama-server: by the VRAM plan when --plan auto finds a GPU (trying the next mode on
-// out-of-memory), otherwise with the flags as given; it says where the server runs.
-func startEngine(ctx context.Context, e engineFlags, mode string, cfg llamacpp.Config, stderr io.Writer, logger *slog.Logger) (*llamacpp.Server, placedOn, error) {
-	plain := func() (*llamacpp.Server, placedOn, error) {
-		cfg.Model, cfg.MMProj, cfg.Ctx, cfg.Parallel = e.model, e.mmproj, e.ctx, e.parallel
-		cfg.CacheTypeK, cfg.CacheTypeV = e.cacheType, e.cacheType
-		s, err := llamacpp.Start(ctx, cfg)
-		return s, placedOn{}, err
-	}
-	switch e.plan {
-	case "off":
-		return plain()
-	case "auto":
-	default:
-		return nil, placedOn{}, fmt.Errorf("--plan %q: use auto or off", e.plan)
-	}
-	o := vram.FileOptions{Model: e.model, MMProj: e.mmproj, GPU: e.gpu,
-		Options: vram.Options{Ctx: e.ctx, Parallel: e.parallel, CacheK: e.cacheType, CacheV: e.cacheType}}
-	o.SwapSupported = swapSupported(ctx, e.server)
-	o.DeviceNames = engineDeviceNames(ctx, e.server, e.gpu, vram.NVML{})
-	res, err := vram.PlanFiles(ctx, o)
-	if errors.Is(err, vram.ErrNoGPU) {
-		// Planning VRAM on a machine without a GPU has nothing to place; run on the CPU as asked.
-		logger.Info("no GPU to plan for; starting with the given flags", "err", err)
-		return plain()
-	}
-	if err != nil {
-		return nil, placedOn{}, fmt.Errorf("--plan auto: %w (use --plan off to start without a plan)", err)
-	}
-	res.Prefer = vram.Mode(mode)
-	srv, used, placed, err := launch.StartChecked(ctx, cfg, res, launch.Reporter(stderr))
-	if err != nil {
-		return nil, placedOn{}, err
-	}
-	fmt.Fprintf(stderr, "engine started in mode %s on %s\n", used.Name, res.GPU.Name)
-	reportPlacement(stderr, placed)
-	on := placedOn{Mode: string(used.Name)}
-	if launch.WantFor(res, used.Args).GPU != "" {
-		on.GPU = res.GPU.Name
-	}
-	return srv, on, nil
-}
-
-// placedOn is where startEngine put the server: the plan's mode, and the GPU (empty: none, the CPU).
-type placedOn struct{ GPU, Mode string }
-
-// toolFlags select built-in tools.
+// toolFlags select the tools and how calls are rendered.
 type toolFlags struct {
-	names, workspace, shell string
-	launchers, protected    string
-	fetch, raw              bool
-	format                  string
-	mcp                     []mcp.ServerConfig
+	toolset.Options
+	raw    bool
+	format string
 }
 
 func (t *toolFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.names, "tools", "", "comma-separated built-in tools to enable (e.g. list_dir,read_file)")
-	fs.StringVar(&t.workspace, "workspace", ".", "folder the file tools are confined to")
-	fs.StringVar(&t.shell, "allow-shell", "", "comma-separated commands run_shell may run (off when empty)")
-	fs.StringVar(&t.launchers, "allow-shell-launcher", "", "comma-separated programs run_shell may run although they run other programs (sh, env, python…): allows anything")
-	fs.StringVar(&t.protected, "allow-protected", "", "comma-separated protected names the tools may write anyway (.git, .vscode, .envrc…; * for all)")
-	fs.BoolVar(&t.fetch, "allow-fetch", false, "let fetch_url reach the network")
+	fs.Var(commaList{&t.Names}, "tools", "comma-separated built-in tools to enable (e.g. list_dir,read_file)")
+	fs.StringVar(&t.Workspace, "workspace", ".", "folder the file tools are confined to")
+	fs.Var(commaList{&t.Shell}, "allow-shell", "comma-separated commands run_shell may run (off when empty)")
+	fs.Var(commaList{&t.ShellLaunchers}, "allow-shell-launcher", "comma-separated programs run_shell may run although they run other programs (sh, env, python…): allows anything")
+	fs.Var(commaList{&t.AllowProtected}, "allow-protected", "comma-separated protected names the tools may write anyway (.git, .vscode, .envrc…; * for all)")
+	fs.BoolVar(&t.AllowFetch, "allow-fetch", false, "let fetch_url reach the network")
 	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
 	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes, qwen-xml, glm, gemma4 or mistral")
 	fs.Func("mcp", `MCP server whose tools the agent may call: "name=command args…" (stdio) or "name=http://…" (repeatable)`,
@@ -126,16 +61,24 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 			if err != nil {
 				return err
 			}
-			t.mcp = append(t.mcp, sc)
+			t.MCP = append(t.MCP, sc)
 			return nil
 		})
 }
 
-// options are the tool settings the flags give.
-func (t *toolFlags) options() toolset.Options {
-	return toolset.Options{Names: toolset.Split(t.names), Workspace: t.workspace, AllowFetch: t.fetch,
-		Shell: toolset.Split(t.shell), ShellLaunchers: toolset.Split(t.launchers), AllowProtected: toolset.Split(t.protected),
-		MCP: t.mcp}
+// commaList is a flag whose value is a comma-separated list (--tools a,b).
+type commaList struct{ list *[]string }
+
+func (c commaList) String() string {
+	if c.list == nil {
+		return ""
+	}
+	return strings.Join(*c.list, ",")
+}
+
+func (c commaList) Set(v string) error {
+	*c.list = toolset.Split(v)
+	return nil
 }
 
 // toolProblems names the flag each of the tool settings' problems is about.
@@ -216,7 +159,7 @@ type turn struct {
 	modelName  string // the config's name for the model, when it came from there
 	modelFrom  string // where the model was named when no flag named it ("the default model qwen in FILE"), for errors
 	fromSpec   bool   // the settings come from an agent file, which the config file does not override
-	engine     engineFlags
+	engine     launch.Spec
 	toolFlags  toolFlags
 	agentOptions
 	agentName string
@@ -231,7 +174,7 @@ type turn struct {
 func (t *turn) register(fs *flag.FlagSet) {
 	t.fs = fs
 	fs.StringVar(&t.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/visor/config.yaml or ~/.config/visor/config.yaml)")
-	t.engine.register(fs)
+	registerEngine(fs, &t.engine)
 	t.toolFlags.register(fs)
 	fs.StringVar(&t.system, "system", "", "system prompt")
 	fs.IntVar(&t.maxSteps, "max-steps", 8, "most model turns per message")
@@ -408,7 +351,3 @@ func (p *printer) finish(res session.Result) {
 	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", st.Steps,
 		st.Generated, st.Rate, st.FirstToken.Round(time.Millisecond), st.Took.Round(time.Millisecond), thinking)
 }
-
-// envServerArgs are VISOR_SERVER_ARGS: arguments for every llama-server visor starts, before those of a flag, an
-// agent file, the config file or a gateway model.
-func envServerArgs() listFlag { return strings.Fields(os.Getenv("VISOR_SERVER_ARGS")) }

@@ -72,20 +72,6 @@ func TestAskReadsAPipedQuestion(t *testing.T) {
 	}
 }
 
-func TestServerPhase(t *testing.T) {
-	for line, want := range map[string]string{
-		"0.00.019.574 I srv    load_model: loading model '/m/x.gguf'":              "load_model: loading model '/m/x.gguf'",
-		"0.00.037.958 I srv  llama_server: model loaded":                           "llama_server: model loaded",
-		"0.00.018.118 W srv  llama_server: security: no API key is set":            "",
-		"0.00.135.084 I slot get_availabl: id  0 | task -1 | selected slot by LRU": "",
-	} {
-		got, ok := serverPhase(line)
-		if got != want || ok != (want != "") {
-			t.Errorf("serverPhase(%q) = %q, %v; want %q", line, got, ok, want)
-		}
-	}
-}
-
 // writeConfig writes config.yaml where the tests' XDG_CONFIG_HOME points and removes it when the test ends.
 func writeConfig(t *testing.T, src string) {
 	t.Helper()

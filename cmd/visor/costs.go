@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/internal/termtext"
@@ -20,91 +19,32 @@ import (
 	"github.com/visorhq/visor/session"
 )
 
-// launchedEngine is what the launcher last started, so the session service can name its cost model. A nil
-// *launchedEngine hears nothing (commands that measure nothing).
+// launchedEngine is what the launcher last started, so the session service can name its cost model.
 type launchedEngine struct {
 	mu   sync.Mutex
 	info session.EngineCosts
 	ok   bool
-	on   placedOn
 }
 
-// started records a llama-server visor launched: its model, projector, GPU and speed flags name its costs; the
-// plan's mode is its profile; a GPU warm-up's image measures the one-time pipeline compile.
-func (l *launchedEngine) started(e engineFlags, srv *llamacpp.Server, on placedOn, warm llamacpp.WarmupStats) {
-	if l == nil {
-		return
-	}
-	gpu := on.GPU
-	args := srv.Args()
-	key := swap.Key{Model: filepath.Base(e.model), GPU: gpu, Flags: swap.FlagsKey(args)}
-	if e.mmproj != "" {
-		key.Projector = filepath.Base(e.mmproj)
-	}
-	// The projector runs on the CPU without a GPU, when told to, or where llama.cpp says it put it there.
-	onCPU := gpu == "" || strings.Contains(key.Flags, "--no-mmproj-offload")
-	if p := srv.Placement().Projector; p != "" && strings.Contains(strings.ToUpper(p), "CPU") {
-		onCPU = true
-	}
-	info := session.EngineCosts{Key: key, EncodesOnCPU: onCPU, Defaults: defaultCosts(gpu, e.mmproj != ""),
-		Profile: swap.Profile(on.Mode)}
-	if !onCPU {
+// set records a launch (launch.Options.OnStart): its typed placement names and seeds its costs; the plan's mode
+// is its profile; a GPU warm-up's image measures the one-time pipeline compile.
+func (l *launchedEngine) set(st launch.Started) {
+	info := session.EngineCosts{Key: st.CostKey(), EncodesOnCPU: st.EncodesOnCPU(), Defaults: st.DefaultCosts(),
+		Profile: st.Profile()}
+	if st.ProjectorOnGPU {
 		// The warm-up's long prompt also compiles kernels, so it is no measure of prompt speed and is left out.
-		info.FirstImage, info.FirstImageTokens = warm.Image, warm.ImagePromptTokens
-	}
-	l.set(info, on)
-}
-
-// remote records a server visor did not start: its speed flags and GPU are not known here.
-func (l *launchedEngine) remote(label string) {
-	if l == nil {
-		return
-	}
-	l.set(session.EngineCosts{Key: swap.Key{Model: label, GPU: "remote"}, Defaults: swap.SeedCosts()}, placedOn{})
-}
-
-func (l *launchedEngine) set(info session.EngineCosts, on placedOn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.info, l.ok, l.on = info, true, on
-}
-
-// placed is where the last launch put the server (a restart after a crash comes back the same way).
-func (l *launchedEngine) placed() placedOn {
-	if l == nil {
-		return placedOn{}
+		info.FirstImage, info.FirstImageTokens = st.Warmup.Image, st.Warmup.ImagePromptTokens
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.on
+	l.info, l.ok = info, true
 }
 
 // costs is session.Config.EngineCosts: the engine the launcher started last is the one ready.
 func (l *launchedEngine) costs(conductor.Ready) (session.EngineCosts, bool) {
-	if l == nil {
-		return session.EngineCosts{}, false
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.info, l.ok
-}
-
-// defaultCosts is the cost model an engine starts from before anything is measured on it: §9's on an H200, the
-// seed's elsewhere. An engine without a GPU has one profile (the projector and the model both on the CPU), so
-// it offers only that one and the scheduler never relaunches it into profiles it cannot run.
-func defaultCosts(gpu string, vision bool) swap.Costs {
-	if strings.Contains(strings.ToUpper(gpu), "H200") {
-		return swap.H200Costs()
-	}
-	c := swap.SeedCosts()
-	if gpu == "" {
-		c.Profiles = []swap.Profile{swap.TextOnly}
-		if vision {
-			c.Profiles = []swap.Profile{swap.VisionCPU}
-		}
-		c.Source = "seed defaults (docs/engine-notes.md §4) for an engine on the CPU, until measured"
-	}
-	return c
 }
 
 // projectorTokens is how many prompt tokens an image takes with the projector (its own resize rule), or nil

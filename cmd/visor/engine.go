@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/visorhq/visor/engine/install"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 )
 
@@ -25,7 +25,7 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f, err := serverFlags(ctx, *server)
+	f, err := launch.ServerFlags(ctx, *server)
 	if err != nil {
 		return err
 	}
@@ -97,20 +97,4 @@ func deviceLines(devs []llamacpp.Device, err error) string {
 		fmt.Fprintf(&b, "%-18s%s: %s, %d MiB free of %d MiB\n", label, d.Name, d.Description, d.FreeMiB, d.TotalMiB)
 	}
 	return b.String()
-}
-
-// serverFlags reads what the llama-server visor would run accepts, through the --help cache on disk.
-func serverFlags(ctx context.Context, server string) (llamacpp.Flags, error) {
-	bin, err := llamacpp.Find(server)
-	if err != nil {
-		return llamacpp.Flags{}, err
-	}
-	return (&llamacpp.HelpCache{Dir: filepath.Join(llamacpp.InstallDir(), "caps")}).Flags(ctx, bin)
-}
-
-// swapSupported says whether the engine has the fork's --mmproj-gpu-swap, which the plan's swap mode needs; an
-// engine that cannot be found or asked counts as not having it.
-func swapSupported(ctx context.Context, server string) bool {
-	f, err := serverFlags(ctx, server)
-	return err == nil && f.MMProjGPUSwap()
 }

@@ -24,6 +24,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
@@ -852,13 +853,13 @@ func TestCrashRecoveryOfOneShotFrontEnds(t *testing.T) {
 		done <- run(ctx, []string{"serve", "--model", chat, "--plan", "off"}, strings.NewReader(""), &serveOut, &serveErr)
 	}()
 	waitFor(t, "serve to advertise its engine", func() bool {
-		files, _ := filepath.Glob(filepath.Join(runDir(), "*.json"))
+		files, _ := filepath.Glob(filepath.Join(launch.RunDir(), "*.json"))
 		return len(files) == 1
 	})
 	servedPID := func() int {
-		files, _ := filepath.Glob(filepath.Join(runDir(), "*.json"))
+		files, _ := filepath.Glob(filepath.Join(launch.RunDir(), "*.json"))
 		b, _ := os.ReadFile(files[0])
-		var st serveState
+		var st launch.Served
 		_ = json.Unmarshal(b, &st)
 		return st.PID
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,8 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/visorhq/visor/config"
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/frontend/gateway"
 	"github.com/visorhq/visor/internal/httpguard"
@@ -33,8 +33,8 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var ef engineFlags
-	ef.register(fs)
+	var ef launch.Spec
+	registerEngine(fs, &ef)
 	config := fs.String("config", "", "YAML file naming the models (see README: The gateway)")
 	name := fs.String("name", "", "model name clients use for --model or --endpoint (default: the file's base name)")
 	addr := fs.String("addr", "", "address to serve on (default 127.0.0.1:8080): loopback, or any with "+serveKeyEnv+" set")
@@ -103,9 +103,9 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 }
 
 // gatewayConfig reads --config, or makes a one-model config from the engine flags.
-func gatewayConfig(path, name string, ef engineFlags) (gateway.FileConfig, error) {
+func gatewayConfig(path, name string, ef launch.Spec) (gateway.FileConfig, error) {
 	if path != "" {
-		if ef.model != "" || ef.endpoint != "" {
+		if ef.Model != "" || ef.Endpoint != "" {
 			return gateway.FileConfig{}, errors.New("--config and --model/--endpoint both given: name the models in the config file, or pass one --model")
 		}
 		b, err := safefile.ReadFile(path, 1<<20)
@@ -114,19 +114,19 @@ func gatewayConfig(path, name string, ef engineFlags) (gateway.FileConfig, error
 		}
 		return gateway.ParseConfig(path, b)
 	}
-	if ef.model == "" && ef.endpoint == "" {
+	if ef.Model == "" && ef.Endpoint == "" {
 		return gateway.FileConfig{}, errors.New("no models: pass --config models.yaml, or --model FILE.gguf [--mmproj P.gguf], or --endpoint URL")
 	}
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(ef.model), ".gguf")
-		if ef.endpoint != "" {
+		name = strings.TrimSuffix(filepath.Base(ef.Model), ".gguf")
+		if ef.Endpoint != "" {
 			name = "remote"
 		}
 	}
-	mc := gateway.ModelConfig{Model: ef.model, MMProj: ef.mmproj, Ctx: ef.ctx, Parallel: ef.parallel, Args: ef.extra,
-		Endpoint: ef.endpoint}
-	if ef.endpoint != "" {
-		mc.Parallel, mc.APIKey = 0, ef.apiKey
+	mc := gateway.ModelConfig{Model: ef.Model, MMProj: ef.Projector, Ctx: ef.Ctx, Parallel: ef.Slots, Args: ef.ExtraArgs,
+		Endpoint: ef.Endpoint}
+	if ef.Endpoint != "" {
+		mc.Parallel, mc.APIKey = 0, ef.APIKey
 	}
 	// One model is loaded at start, as `visor web` does: a model that cannot load fails now.
 	return gateway.FileConfig{Models: map[string]gateway.ModelConfig{name: mc}, Preload: []string{name}}, nil
@@ -134,73 +134,40 @@ func gatewayConfig(path, name string, ef engineFlags) (gateway.FileConfig, error
 
 // gatewayModel turns one config entry into a gateway model whose engine is a conductor over visor's launcher
 // (the VRAM plan, a `visor serve` engine reused, or the remote endpoint).
-func gatewayModel(name string, mc gateway.ModelConfig, base engineFlags, stderr io.Writer, logger *slog.Logger) (gateway.Model, error) {
+func gatewayModel(name string, mc gateway.ModelConfig, base launch.Spec, stderr io.Writer, logger *slog.Logger) (gateway.Model, error) {
 	ef := base
-	ef.model, ef.mmproj, ef.endpoint, ef.apiKey = gateway.ExpandHome(mc.Model), gateway.ExpandHome(mc.MMProj), mc.Endpoint, ""
-	if mc.Ctx != 0 {
-		ef.ctx = mc.Ctx
-	}
-	ef.parallel = max(mc.Parallel, 1)
-	// The gateway unloads and swaps its engines, which it cannot do to another process's.
-	ef.own = true
-	if len(mc.Args) > 0 {
-		ef.extra = append(envServerArgs(), mc.Args...)
+	ef.Projector, ef.APIKey = "", ""
+	config.ApplyModel(&ef, config.Model{Path: gateway.ExpandHome(mc.Model), MMProj: gateway.ExpandHome(mc.MMProj),
+		Endpoint: mc.Endpoint, APIKeyEnv: mc.APIKeyEnv, Ctx: mc.Ctx, Parallel: max(mc.Parallel, 1), ServerArgs: mc.Args},
+		config.Set{})
+	if mc.APIKeyEnv == "" && mc.APIKey != "" {
+		ef.APIKey = mc.APIKey
 	}
 	if mc.Embeddings {
-		ef.extra = append(append(listFlag{}, ef.extra...), "--embeddings")
+		ef.ExtraArgs = append(append([]string(nil), ef.ExtraArgs...), "--embeddings")
 	}
-	ef.env = mc.Env
-	if mc.APIKeyEnv != "" {
-		ef.apiKey = os.Getenv(mc.APIKeyEnv)
-	} else if mc.APIKey != "" {
-		ef.apiKey = mc.APIKey
-	}
-	t := turn{engine: ef, noStore: true, agentOptions: agentOptions{maxSteps: 1}, toolFlags: toolFlags{format: "hermes"}}
-	if err := t.validate(); err != nil {
+	ef.Env = mc.Env
+	if err := ef.Validate(); err != nil {
 		return gateway.Model{}, fmt.Errorf("model %q: %w", name, err)
 	}
-	m := gateway.Model{Name: name, Group: mc.Group, Remote: mc.Endpoint != "", Slots: ef.parallel,
-		UpstreamModel: mc.UpstreamModel, ToolFormat: mc.ToolFormat, ToolsAsText: mc.ToolsAsText, APIKey: ef.apiKey,
-		Vision: ef.mmproj != "", Embeddings: mc.Embeddings, Ctx: ef.ctx, MTP: hasMTP(ef.extra), Aliases: mc.Aliases}
+	m := gateway.Model{Name: name, Group: mc.Group, Remote: mc.Endpoint != "", Slots: ef.Slots,
+		UpstreamModel: mc.UpstreamModel, ToolFormat: mc.ToolFormat, ToolsAsText: mc.ToolsAsText, APIKey: ef.APIKey,
+		Vision: ef.Projector != "", Embeddings: mc.Embeddings, Ctx: ef.Ctx, MTP: hasMTP(ef.ExtraArgs), Aliases: mc.Aliases}
 	if m.Remote {
 		m.Slots = 64 // the remote server queues for itself
-	} else if ef.mmproj != "" && ef.parallel > 1 {
+	} else if ef.Projector != "" && ef.Slots > 1 {
 		// One slot is kept for requests that wait: their images are evaluated there ahead of their turn.
-		m.Slots, m.ServerSlots = ef.parallel-1, ef.parallel
+		m.Slots, m.ServerSlots = ef.Slots-1, ef.Slots
 	}
 	m.Open = func() gateway.Engine {
-		launch := launcher(ef, stderr, logger, nil)
-		var advertised, url string
-		c := conductor.New(conductor.Config{APIKey: ef.apiKey, Logger: logger,
-			Launch: func(ctx context.Context, mode string) (conductor.Process, error) {
-				p, err := launch(ctx, mode)
-				if srv, ok := p.(*llamacpp.Server); ok && err == nil {
-					// Another process's live engine for the same model stays the advertised one.
-					if _, _, taken := findServed(ctx, ef); !taken {
-						advertised, url = advertise(ef, srv), srv.URL()
-					}
-				}
-				return p, err
-			}})
-		return closer{c, func() {
-			if advertised != "" && advertisedURL(advertised) == url {
-				_ = os.Remove(advertised)
-			}
-		}}
+		// The gateway unloads and swaps its engines, which it cannot do to another process's: it reuses none, and
+		// advertises its own (unless another live engine for the same model is advertised already).
+		l := launch.New(ef, launch.Options{Out: stderr, Logger: logger, Advertise: true})
+		cfg := conductor.Config{Logger: logger}
+		l.Configure(&cfg)
+		return closer{conductor.New(cfg), l.Close}
 	}
 	return m, nil
-}
-
-// closer removes the engine's advertisement once it is stopped.
-type closer struct {
-	*conductor.Conductor
-	after func()
-}
-
-func (c closer) Close(ctx context.Context) error {
-	err := c.Conductor.Close(ctx)
-	c.after()
-	return err
 }
 
 // hasMTP reports whether llama-server's arguments turn on MTP speculation.
@@ -213,17 +180,16 @@ func hasMTP(args []string) bool {
 	return false
 }
 
-// advertisedURL is the engine address an advertisement file names, "" when unreadable.
-func advertisedURL(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	var st serveState
-	if json.Unmarshal(b, &st) != nil {
-		return ""
-	}
-	return st.URL
+// closer removes the engine's advertisement once it is stopped.
+type closer struct {
+	*conductor.Conductor
+	after func()
+}
+
+func (c closer) Close(ctx context.Context) error {
+	err := c.Conductor.Close(ctx)
+	c.after()
+	return err
 }
 
 // nvmlVRAM reads the first GPU's memory for /metrics, or nil without NVML.

@@ -13,6 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
@@ -83,7 +84,7 @@ func TestGatewayCommand(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("gateway: %v\n%s", err, errb.String())
 	}
-	if files, _ := filepath.Glob(filepath.Join(runDir(), "*.json")); len(files) != 0 {
+	if files, _ := filepath.Glob(filepath.Join(launch.RunDir(), "*.json")); len(files) != 0 {
 		t.Fatalf("the gateway left its run file behind: %v", files)
 	}
 	o, _, err := visor(t, "sessions", "search", "gateway", "--db", db)

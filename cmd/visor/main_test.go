@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/engine/vram"
@@ -215,7 +216,7 @@ func TestServeIsReusedByAsk(t *testing.T) {
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		files, _ := filepath.Glob(filepath.Join(runDir(), "*.json"))
+		files, _ := filepath.Glob(filepath.Join(launch.RunDir(), "*.json"))
 		if len(files) == 1 {
 			break
 		}
@@ -234,7 +235,7 @@ func TestServeIsReusedByAsk(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	if files, _ := filepath.Glob(filepath.Join(runDir(), "*.json")); len(files) != 0 {
+	if files, _ := filepath.Glob(filepath.Join(launch.RunDir(), "*.json")); len(files) != 0 {
 		t.Fatalf("serve left its run file behind: %v", files)
 	}
 	// Without the server, ask starts its own engine again.

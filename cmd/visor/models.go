@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/tools/toolset"
 )
 
 // cmdModels writes visor's tiny generated models, for tests and for trying visor without a model.
@@ -39,13 +41,13 @@ func cmdModels(args []string, stdout, stderr io.Writer) error {
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
-	var ef engineFlags
-	ef.register(fs)
+	var ef launch.Spec
+	registerEngine(fs, &ef)
 	question := fs.String("q", "What files are in the workspace?", "the question to ask")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	tiny := ef.model == "" && ef.endpoint == ""
+	tiny := ef.Model == "" && ef.Endpoint == ""
 	if tiny {
 		dir := filepath.Join(filepath.Dir(llamacpp.InstallDir()), "models")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -55,7 +57,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 		if err != nil {
 			return err
 		}
-		ef.model, ef.mmproj = chat, proj
+		ef.Model, ef.Projector = chat, proj
 		fmt.Fprintf(stderr, "demo: no --model given; using visor's tiny generated model %s\n", chat)
 	}
 	ws, err := os.MkdirTemp("", "visor-demo-")
@@ -73,7 +75,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	t := turn{engine: ef, toolFlags: toolFlags{names: "list_dir", workspace: ws, format: "hermes"}, noStore: true,
+	t := turn{engine: ef, toolFlags: toolFlags{Options: toolset.Options{Names: []string{"list_dir"}, Workspace: ws}, format: "hermes"}, noStore: true,
 		agentName: "demo", question: *question, agentOptions: agentOptions{maxSteps: 4}}
 	a, err := openApp(ctx, t, stderr, logger)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/vram"
 )
 
@@ -38,13 +39,13 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if o.CacheV == "" {
 		o.CacheV = *cache
 	}
-	o.SwapSupported = swapSupported(ctx, *server)
+	o.SwapSupported = launch.SwapSupported(ctx, *server)
 	// Without a GPU the useful answer is the plan for system RAM, where llama-server then runs.
 	o.CPUFallback = true
 	if *devices != "" {
 		o.DeviceNames = strings.Split(*devices, ",")
 	} else {
-		o.DeviceNames = engineDeviceNames(ctx, *server, o.GPU, vram.NVML{})
+		o.DeviceNames = launch.DeviceNames(ctx, *server, o.GPU, vram.NVML{})
 	}
 	res, err := vram.PlanFiles(ctx, o)
 	if err != nil {

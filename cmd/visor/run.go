@@ -12,6 +12,8 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/config"
+	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools/mcp"
@@ -60,7 +62,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if model != "" || endpoint != "" {
 		// The command line's model replaces the file's whole model section: its projector and context were
 		// chosen for another model.
-		t.engine = engineFlags{model: model, mmproj: mmproj, endpoint: endpoint, parallel: 1, plan: "auto", gpu: "auto"}
+		t.engine = launch.Spec{Model: model, Projector: mmproj, Endpoint: endpoint, Slots: 1, Plan: "auto", GPU: "auto"}
 	}
 	t.question, t.images, t.explain = prompt, images, explain
 	if prompt == "" {
@@ -119,25 +121,10 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 
 // applySpec turns an agent file into the same settings `visor ask` takes from flags, so both paths run one code.
 func applySpec(t *turn, s agentfile.Spec) error {
-	m := s.Model
 	t.agentName = s.Name
-	t.engine = engineFlags{model: m.Path, mmproj: m.MMProj, endpoint: m.Endpoint, ctx: m.Ctx, parallel: m.Parallel,
-		extra: append(envServerArgs(), m.ServerArgs...), plan: m.Plan, gpu: m.GPU, cacheType: m.CacheType, warmup: true}
-	if t.engine.parallel == 0 {
-		t.engine.parallel = 1
-	}
-	if t.engine.plan == "" {
-		t.engine.plan = "auto"
-	}
-	if t.engine.gpu == "" {
-		t.engine.gpu = "auto"
-	}
-	if m.APIKeyEnv != "" {
-		t.engine.apiKey = os.Getenv(m.APIKeyEnv)
-	}
-	t.toolFlags = toolFlags{names: strings.Join(s.Tools, ","), workspace: s.Workspace, fetch: s.AllowFetch,
-		shell: strings.Join(s.AllowShell, ","), launchers: strings.Join(s.AllowShellLaunchers, ","),
-		protected: strings.Join(s.AllowProtected, ","), raw: s.ToolMode == "raw", format: s.ToolFormat}
+	t.engine = launch.Defaults()
+	config.ApplyModel(&t.engine, s.Model, config.Set{})
+	t.toolFlags = toolFlags{Options: s.ToolOptions(), raw: s.ToolMode == "raw", format: s.ToolFormat}
 	if t.toolFlags.format == "" {
 		t.toolFlags.format = "hermes"
 	}
@@ -154,7 +141,7 @@ func applySpec(t *turn, s agentfile.Spec) error {
 		for k, v := range m.Env {
 			sc.Env = append(sc.Env, k+"="+v)
 		}
-		t.toolFlags.mcp = append(t.toolFlags.mcp, sc)
+		t.toolFlags.MCP = append(t.toolFlags.MCP, sc)
 	}
 	return nil
 }

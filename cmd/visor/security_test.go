@@ -5,14 +5,6 @@ import (
 	"testing"
 )
 
-// Sessions record their model; an endpoint's credentials must not be stored with it.
-func TestModelLabelCarriesNoCredentials(t *testing.T) {
-	got := modelLabel(engineFlags{endpoint: "http://alice:s3cret@gpu-box:8080/v1"})
-	if strings.Contains(got, "s3cret") || strings.Contains(got, "alice") || !strings.Contains(got, "gpu-box:8080") {
-		t.Errorf("modelLabel = %q", got)
-	}
-}
-
 // A bad tool flag is refused before any engine starts, with the value and the fix, and without the panic the
 // store's cleanup used to hit on this early error path.
 func TestBadToolFlagsAreClearErrors(t *testing.T) {

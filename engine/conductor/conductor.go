@@ -55,6 +55,9 @@ const (
 	EventWarmedUp    EventKind = "warmed-up"
 )
 
+// ErrNoWarmup is returned by a Config.Warmup that had nothing to warm (a server on the CPU, say).
+var ErrNoWarmup = errors.New("no warm-up needed")
+
 // Event is reported to Config.OnEvent, from the conductor's goroutine (observers must not block).
 type Event struct {
 	Kind     EventKind
@@ -78,7 +81,8 @@ type Config struct {
 	RestartBudget int
 	RestartWindow time.Duration
 	// Warmup, when set, runs after every launch in the background (first image, first long prompt), so one-time
-	// pipeline compiles happen before a user's request needs them.
+	// pipeline compiles happen before a user's request needs them. ErrNoWarmup says a launch needed none: no
+	// EventWarmedUp follows.
 	Warmup  func(ctx context.Context, r Ready) error
 	OnEvent func(Event)
 	Logger  *slog.Logger
@@ -242,7 +246,9 @@ func (c *Conductor) loop() {
 					go func() {
 						t := time.Now()
 						if err := c.cfg.Warmup(bg, r); err != nil {
-							c.cfg.Logger.Warn("engine warm-up failed", "err", err)
+							if !errors.Is(err, ErrNoWarmup) {
+								c.cfg.Logger.Warn("engine warm-up failed", "err", err)
+							}
 							return
 						}
 						c.events <- event{kind: evWarmedUp, gen: r.Generation, at: t}

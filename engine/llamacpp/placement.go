@@ -193,3 +193,8 @@ func (l *placementLog) get() Placement {
 	p.ModelBuffers = append([]string(nil), p.ModelBuffers...)
 	return p
 }
+
+// ProjectorOnCPU says the load log put the vision encoder on the CPU backend.
+func (p Placement) ProjectorOnCPU() bool {
+	return p.Projector != "" && strings.Contains(strings.ToUpper(p.Projector), "CPU")
+}
