@@ -14,7 +14,6 @@ import (
 
 	"github.com/visorhq/visor/engine/enginetest"
 	"github.com/visorhq/visor/engine/testmodel"
-	"github.com/visorhq/visor/internal/testkit"
 )
 
 // exampleFiles are the agent files in examples/ (config.yaml is the config file, models.yaml a gateway file).
@@ -125,24 +124,7 @@ func TestExampleGatewayFileServesItsModels(t *testing.T) {
 	t.Setenv("VISOR_LLAMA_SERVER", bin)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, errb := &testkit.LockedBuffer{}, &testkit.LockedBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"gateway", "--config", gatewayFile, "--addr", "127.0.0.1:0"}, strings.NewReader(""), out, errb)
-	}()
-	re := regexp.MustCompile(`endpoint at (http://\S+)/v1 serving`)
-	var base string
-	waitFor(t, "visor gateway to listen", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("gateway exited: %v\n%s", err, errb.String())
-		default:
-		}
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-		return base != ""
-	})
+	base, done, errb := startGateway(t, ctx, "", "--config", gatewayFile, "--addr", "127.0.0.1:0")
 	oc := openai.DefaultConfig("")
 	oc.BaseURL = base + "/v1"
 	client := openai.NewClientWithConfig(oc)
