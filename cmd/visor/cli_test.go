@@ -191,3 +191,72 @@ func TestValidateReportsWhatRunRefuses(t *testing.T) {
 		t.Fatalf("validate good files: exit %d\n%s", code, out)
 	}
 }
+
+// TestEveryCommandHelp: every command and subcommand answers -h with exit 0, its usage on stdout naming its
+// arguments, nothing on stderr and nothing written (models write -h once made a folder named -h); typos of flags
+// and commands get one line naming the nearest.
+func TestEveryCommandHelp(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string // an argument the usage names
+	}{
+		{[]string{"-h"}, "COMMAND"},
+		{[]string{"help"}, "COMMAND"},
+		{[]string{"ask", "-h"}, `"question"`},
+		{[]string{"chat", "--help"}, "chat [flags]"},
+		{[]string{"web", "-h"}, "--addr"},
+		{[]string{"run", "-h"}, "agent.yaml"},
+		{[]string{"validate", "-h"}, "FILE"},
+		{[]string{"schema", "-h"}, "agent|config"},
+		{[]string{"mcp", "-h"}, "mcp serve"},
+		{[]string{"mcp", "serve", "-h"}, "--http"},
+		{[]string{"demo", "-h"}, "-q"},
+		{[]string{"serve", "-h"}, "--model"},
+		{[]string{"gateway", "-h"}, "models.yaml"},
+		{[]string{"toolcalls", "-h"}, "output.txt"},
+		{[]string{"toolcalls", "parse", "-h"}, "output.txt"},
+		{[]string{"stats", "-h"}, "SESSION"},
+		{[]string{"sessions", "-h"}, "ID"},
+		{[]string{"sessions", "list", "-h"}, "list"},
+		{[]string{"sessions", "show", "-h"}, "ID"},
+		{[]string{"sessions", "search", "-h"}, "QUERY"},
+		{[]string{"sessions", "export", "-h"}, "--format"},
+		{[]string{"sessions", "fork", "-h"}, "--at"},
+		{[]string{"sessions", "rm", "-h"}, "--cascade"},
+		{[]string{"plan", "-h"}, "--model"},
+		{[]string{"models", "-h"}, "DIR"},
+		{[]string{"models", "write", "-h"}, "DIR"},
+		{[]string{"engine", "-h"}, "--server"},
+		{[]string{"simulate", "-h"}, "--trace"},
+	} {
+		cmd := exec.Command(os.Args[0], c.args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1", "HOME="+dir, "XDG_CONFIG_HOME="+dir)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err != nil || !strings.Contains(out.String(), "usage") || !strings.Contains(out.String(), c.want) || errb.Len() > 0 {
+			t.Errorf("visor %s: %v\nstdout %q\nstderr %q\nwant exit 0 and a usage naming %s", strings.Join(c.args, " "), err,
+				out.String(), errb.String(), c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("-h wrote into the folder: %v", entries)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ask", "q", "--modle", "m.gguf"}, "visor: unknown flag --modle (did you mean --model?)\n"},
+		{[]string{"stat"}, `visor: unknown command "stat" (did you mean "stats"?`},
+		{[]string{"gatway"}, `(did you mean "gateway"?`},
+		{[]string{"simulat"}, `(did you mean "simulate"?`},
+		{[]string{"models", "write", "--out"}, `"--out" looks like a flag`},
+	} {
+		code, _, errOut := visorExit(t, "", c.args...)
+		if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("visor %s: exit %d, stderr %q; want exit 2 and one line with %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}

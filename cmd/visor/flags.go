@@ -22,6 +22,24 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return parseFlagsUsage(fs, args, nil)
 }
 
+// synopses name each command's arguments, for its -h (keyed by the flag set's name).
+var synopses = map[string]string{
+	"ask":             `ask "question" [--image file.png] [flags]   (or: echo "question" | visor ask)`,
+	"chat":            "chat [flags]",
+	"web":             "web [--addr 127.0.0.1:8765] [flags]",
+	"run":             `run agent.yaml ["prompt"] [--image file.png] [--session ID] [flags]`,
+	"validate":        "validate FILE…   (agent files; config.yaml as the config; gateway models files)",
+	"mcp serve":       "mcp serve [--http 127.0.0.1:PORT] [flags]",
+	"demo":            `demo [-q "question"] [flags]`,
+	"serve":           "serve --model M.gguf [--mmproj P.gguf] [flags]",
+	"gateway":         "gateway [--config models.yaml | --model M.gguf | --endpoint URL] [--addr 127.0.0.1:8080] [flags]",
+	"toolcalls parse": "toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt",
+	"stats":           "stats [SESSION] [--trace | --json | --costs] [flags]",
+	"plan":            "plan --model M.gguf [--mmproj P.gguf] [flags]",
+	"engine":          "engine [--server llama-server] [--json]",
+	"simulate":        "simulate --trace FILE… [--costs seed|h200|stored|FILE] [flags]",
+}
+
 // parseFlagsUsage is parseFlags for a command with its own usage text, which -h prints instead of the flags.
 func parseFlagsUsage(fs *flag.FlagSet, args []string, usage func()) error {
 	out := fs.Output()
@@ -36,7 +54,11 @@ func parseFlagsUsage(fs *flag.FlagSet, args []string, usage func()) error {
 			usage()
 			return flag.ErrHelp
 		}
-		fmt.Fprintf(out, "usage: visor %s [flags]\n\nflags:\n", strings.TrimPrefix(fs.Name(), "visor "))
+		syn, ok := synopses[fs.Name()]
+		if !ok {
+			syn = fs.Name() + " [flags]"
+		}
+		fmt.Fprintf(out, "usage: visor %s\n\nflags:\n", syn)
 		fs.PrintDefaults()
 		return flag.ErrHelp
 	}
@@ -46,16 +68,19 @@ func parseFlagsUsage(fs *flag.FlagSet, args []string, usage func()) error {
 // flagError turns the flag package's error into one line with the fix.
 func flagError(fs *flag.FlagSet, err error) error {
 	msg := err.Error()
-	name := strings.TrimPrefix(fs.Name(), "visor ")
+	cmd := strings.TrimPrefix(fs.Name(), "visor ")
 	const undefined = "flag provided but not defined: -"
 	if name, ok := strings.CutPrefix(msg, undefined); ok {
 		if near := nearestFlag(fs, name); near != "" {
-			return &usageError{fmt.Sprintf("%s: unknown flag --%s; did you mean --%s?", name, name, near)}
+			return &usageError{fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)}
 		}
-		return &usageError{fmt.Sprintf("%s: unknown flag --%s (visor %s -h lists the flags)", name, name, name)}
+		return &usageError{fmt.Sprintf("unknown flag --%s (visor %s -h lists the flags)", name, cmd)}
 	}
-	return &usageError{fmt.Sprintf("%s: %s (visor %s -h lists the flags)", name, msg, name)}
+	return &usageError{fmt.Sprintf("%s: %s (visor %s -h lists the flags)", cmd, msg, cmd)}
 }
+
+// isHelp says whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help" }
 
 // nearestFlag is the defined flag closest to name by edit distance, if it is close enough to be a typo.
 func nearestFlag(fs *flag.FlagSet, name string) string {

@@ -32,7 +32,7 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return cmdGatewayAdmin(ctx, args[0], args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var ef launch.Spec
 	registerEngine(fs, &ef)
 	config := fs.String("config", "", "YAML file naming the models (see README: The gateway)")
@@ -43,7 +43,7 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	idle := fs.Duration("idle-unload", 0, "unload a model nobody used for this long (0: the config's, else never)")
 	var cors listFlag
 	fs.Var(&cors, "cors-origin", "an origin (scheme://host[:port]) whose browser pages may call the gateway (repeatable; none by default)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	fc, err := gatewayConfig(*config, *name, ef)

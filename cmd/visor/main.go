@@ -52,7 +52,7 @@ func main() {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &ue):
-		fmt.Fprintln(os.Stderr, "visor", termtext.Clean(ue.Error()))
+		fmt.Fprintln(os.Stderr, "visor:", termtext.Clean(ue.Error()))
 		os.Exit(2)
 	default:
 		// An error may quote a file name, a server's answer or a model's text: it must not drive the terminal.
@@ -61,13 +61,13 @@ func main() {
 	}
 }
 
-var commands = []string{"ask", "chat", "web", "run", "validate", "mcp", "demo", "serve", "toolcalls", "sessions",
-	"plan", "models", "engine", "help", "version", "schema"}
+var commands = []string{"ask", "chat", "web", "run", "validate", "mcp", "demo", "serve", "gateway", "toolcalls",
+	"stats", "sessions", "plan", "models", "engine", "simulate", "help", "version", "schema"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return &usageError{"needs a command"}
+		return &usageError{"no command given (visor help lists the commands)"}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	switch args[0] {
@@ -113,9 +113,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	if near := nearestWord(strings.TrimLeft(args[0], "-"), commands); near != "" {
-		return &usageError{fmt.Sprintf("has no command %q; did you mean %q? (visor help lists the commands)", args[0], near)}
+		return &usageError{fmt.Sprintf("unknown command %q (did you mean %q? visor help lists the commands)", args[0], near)}
 	}
-	return &usageError{fmt.Sprintf("has no command %q (visor help lists the commands)", args[0])}
+	return &usageError{fmt.Sprintf("unknown command %q (visor help lists the commands)", args[0])}
 }
 
 func logLevel() slog.Level {

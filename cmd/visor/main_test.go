@@ -121,7 +121,7 @@ func TestAskErrorsNameTheFix(t *testing.T) {
 		{[]string{"ask", "--no-store"}, "no question"},
 		{[]string{"ask", "q", "--image", "/nonexistent.png", "--no-store"}, "--image"},
 		{[]string{"ask", "q", "--tools", "nope", "--no-store"}, "--tools"},
-		{[]string{"bogus"}, "has no command"},
+		{[]string{"bogus"}, "unknown command"},
 		{[]string{"plan"}, "--model"},
 	}
 	for _, tc := range cases {

@@ -23,6 +23,10 @@ Authorization: Bearer KEY).
 
 // cmdMCP runs `visor mcp serve`: the agent behind an MCP server, on stdio or streamable HTTP.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, mcpUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		fmt.Fprint(stderr, mcpUsage)
 		return errors.New("mcp: want the subcommand serve: visor mcp serve [--http 127.0.0.1:PORT]")
@@ -34,7 +38,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio: loopback "+
 		"(127.0.0.1:PORT), or any with "+serveKeyEnv+" set")
 	toolName := fs.String("tool-name", "ask", "name of the MCP tool that runs the agent")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlagsUsage(fs, args[1:], func() { fmt.Fprint(stdout, mcpUsage, "\nflags:\n"); fs.PrintDefaults() }); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

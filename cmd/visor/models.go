@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
@@ -19,11 +19,19 @@ import (
 
 // cmdModels writes visor's tiny generated models, for tests and for trying visor without a model.
 func cmdModels(args []string, stdout, stderr io.Writer) error {
-	if len(args) < 2 || args[0] != "write" {
-		fmt.Fprintln(stderr, "usage: visor models write DIR")
-		return errors.New("models: expected: write DIR")
+	const usage = "usage: visor models write DIR   (writes the tiny chat model and its vision projector into DIR)\n"
+	if len(args) > 0 && isHelp(args[len(args)-1]) {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	if len(args) != 2 || args[0] != "write" {
+		fmt.Fprint(stderr, usage)
+		return &usageError{"models: expected: models write DIR"}
 	}
 	dir := args[1]
+	if strings.HasPrefix(dir, "-") {
+		return &usageError{fmt.Sprintf("models write: %q looks like a flag, not a folder: visor models write DIR", dir)}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("models: %w", err)
 	}

@@ -11,6 +11,12 @@ import (
 
 // cmdSessions is `visor sessions …`; --db may appear anywhere in args.
 func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "-h" || a == "--help" || a == "-help" || (a == "help" && args[0] == "help") {
+			_, err := io.WriteString(stdout, sessionsUsage) // before the store opens: help creates no database
+			return err
+		}
+	}
 	db, rest, err := takeDB(args)
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ import (
 // the question, with their durations). --trace writes the session as a trace that `visor simulate` replays.
 func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	db := fs.String("db", "", "conversation database (default ~/.local/share/visor/visor.db)")
 	asTrace := fs.Bool("trace", false, "print the session as a `visor simulate` trace (JSON)")
 	asJSON := fs.Bool("json", false, "print the steps as JSON")

@@ -14,6 +14,10 @@ import (
 // cmdToolcalls is `visor toolcalls parse`: raw model output in, the calls visor would find out, as one JSON
 // object. Users debug their chat templates with it, so its output shape is stable.
 func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stdout, "usage: visor "+synopses["toolcalls parse"])
+		return nil
+	}
 	if len(args) == 0 || args[0] != "parse" {
 		fmt.Fprintln(stderr, "usage: visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt")
 		return errors.New("toolcalls: expected the subcommand parse")

@@ -102,6 +102,9 @@ func cmdSchema(args []string, stdout io.Writer) error {
 	var b []byte
 	var err error
 	switch {
+	case len(args) == 1 && isHelp(args[0]):
+		_, err := fmt.Fprintln(stdout, "usage: visor schema agent|config   (the JSON Schema of agent files or of the config file)")
+		return err
 	case len(args) == 1 && args[0] == "agent":
 		b, err = agentfile.Schema()
 	case len(args) == 1 && args[0] == "config":
