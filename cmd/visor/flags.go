@@ -80,7 +80,9 @@ func flagError(fs *flag.FlagSet, err error) error {
 }
 
 // isHelp says whether arg asks for help.
-func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help" }
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
 
 // nearestFlag is the defined flag closest to name by edit distance, if it is close enough to be a typo.
 func nearestFlag(fs *flag.FlagSet, name string) string {
