@@ -112,7 +112,9 @@ type Report struct {
 	PlanKVOffers  []string
 	PlanTable     string `json:"plan_table"`
 	Runs          []Run  `json:"runs"`
-	Checks        []string
+	// Chat is the -chat run: a long screenshot chat through visor's session service (chat.go).
+	Chat   *ChatRun `json:"chat,omitempty"`
+	Checks []string
 }
 
 func main() {
@@ -132,6 +134,8 @@ func main() {
 	dry := flag.Bool("dry", false, "dry run without a GPU (no NVML, no ballast): checks the flow on a CPU machine")
 	flag.StringVar(&dryModel, "model", "", "with -dry: the model (instead of the 17 GB stand-in)")
 	flag.StringVar(&dryMMProj, "mmproj", "", "with -dry: the projector")
+	flag.IntVar(&chatTurns, "chat", 0, "instead of the image turns and tokens/s: a screenshot chat of this many turns through visor's session service, with lookahead, each turn's time to first token against the engine's floor (issue 25)")
+	flag.DurationVar(&chatTyping, "typing", 6*time.Second, "with -chat: how long the user types after attaching each screenshot")
 	pool := flag.Bool("pool", false, "no run: pool the tokens/s pairs of the results.json files named as arguments (each run's warm-up start) and print the same checks over all of them")
 	flag.Parse()
 	if *pool {
@@ -153,6 +157,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// -chat settings.
+var (
+	chatTurns  int
+	chatTyping time.Duration
+)
 
 // Dry-run settings: a CPU machine has no NVML and cannot hold the 17 GB stand-in.
 var (
@@ -185,6 +195,9 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 		if err := gguf.WriteFile(mmproj, kv, ts); err != nil {
 			return err
 		}
+	}
+	if chatTurns > 0 {
+		tpsOnly = true // no fixed screenshots: the chat draws its own
 	}
 	shots := []*shot{{Name: "1440p-a", W: 2560, H: 1440, Seed: 1}, {Name: "1440p-b", W: 2560, H: 1440, Seed: 2},
 		{Name: "1080p", W: 1920, H: 1080, Seed: 3}, {Name: "largest-2048", W: 2048, H: 2048, Seed: 4},
@@ -240,6 +253,16 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 	rep.PlanMarginMiB, rep.PlanImageTok = mib(plan.Options.Margin), plan.MaxImageTokens
 	for _, k := range plan.KVOffers {
 		rep.PlanKVOffers = append(rep.PlanKVOffers, k.Cache+" "+string(k.Mode))
+	}
+	if chatTurns > 0 {
+		cr := runChat(ctx, visor, server, model, mmproj, filepath.Join(work, "state-chat"), out, chatTurns, chatTyping)
+		rep.Chat = &cr
+		rep.Checks = cr.Checks
+		for _, c := range rep.Checks {
+			fmt.Println(c)
+		}
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		return os.WriteFile(filepath.Join(out, "results.json"), b, 0o644)
 	}
 	var modes []bool
 	if control {
