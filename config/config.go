@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/internal/yamlcheck"
 )
 
@@ -55,9 +56,13 @@ func DefaultPath() (string, error) {
 	return filepath.Join(home, ".config", "visor", "config.yaml"), nil
 }
 
-// Load reads the config at path; a missing file is an empty config, not an error.
+// MaxFileSize bounds the config file: a few named models and settings, not megabytes.
+const MaxFileSize = 1 << 20
+
+// Load reads the config at path; a missing file is an empty config, not an error. Anything but a regular file (a
+// FIFO, a device) is refused before it is read, so a wrong path cannot block every command (internal/safefile).
 func Load(path string) (Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, MaxFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Config{}, nil
 	}

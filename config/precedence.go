@@ -79,6 +79,17 @@ func ApplyModel(s *launch.Spec, m Model, set Set) {
 	}
 }
 
+// UnsetKey is the error for the model called name when its api_key_env names a variable that is not set and the
+// command line gave no --api-key, as agent files refuse it: running without the key would fail later, at the
+// endpoint, with a 401 that does not say which variable was missing. nil otherwise.
+func UnsetKey(name string, m Model, set Set) error {
+	if m.APIKeyEnv == "" || set["api-key"] || os.Getenv(m.APIKeyEnv) != "" {
+		return nil
+	}
+	return fmt.Errorf("model %s: api_key_env %s is not set: export %s=KEY first (keys never live in files), or pass --api-key",
+		name, m.APIKeyEnv, m.APIKeyEnv)
+}
+
 // profile is what a session stores about its model (memory.Session.EngineProfile), enough to resume it with the
 // same model and engine settings when no model is given. Its JSON is stored: fields keep their names.
 type profile struct {

@@ -25,6 +25,7 @@ type Client struct {
 	oa    *openai.Client
 	http  *http.Client
 	key   string
+	idle  time.Duration // a started stream's bound on silence; 0: none
 }
 
 // NewClient returns a client for baseURL, the server's root (e.g. http://127.0.0.1:8080) or its /v1 URL.
@@ -35,8 +36,13 @@ func NewClient(baseURL, apiKey string) *Client {
 	cfg := openai.DefaultConfig(apiKey)
 	cfg.BaseURL = root + "/v1"
 	cfg.HTTPClient = &extraDoer{next: hc}
-	return &Client{base: root, shown: RedactURL(root), oa: openai.NewClientWithConfig(cfg), http: hc, key: apiKey}
+	return &Client{base: root, shown: RedactURL(root), oa: openai.NewClientWithConfig(cfg), http: hc, key: apiKey,
+		idle: DefaultStreamIdle}
 }
+
+// SetStreamIdle sets how long a started stream may send nothing before Recv fails with ErrStreamIdle (0: wait
+// as long as the context allows). The default is DefaultStreamIdle.
+func (c *Client) SetStreamIdle(d time.Duration) { c.idle = d }
 
 // BaseURL returns the server root the client talks to, with any credentials in it redacted (RedactURL): it is
 // for showing, and the client keeps the real one.

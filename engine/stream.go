@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +36,10 @@ type Stream struct {
 	// after a finish_reason but without [DONE] (some servers omit it) is complete; one that closes before is
 	// broken.
 	finished, ended bool
+	// idle bounds the wait for each next line; idleTimer cuts the request when it passes, and idled says it did.
+	idle      time.Duration
+	idleTimer *time.Timer
+	idled     atomic.Bool
 }
 
 // ChunkStream is a streamed answer, chunk by chunk; *Stream implements it. Consumers take this interface so a
@@ -47,6 +52,16 @@ type ChunkStream interface {
 // ErrStreamBroken reports a stream that ended before the server said it was done (server crash, dropped
 // connection).
 var ErrStreamBroken = errors.New("stream ended before the server finished")
+
+// ErrStreamIdle reports a stream that started and then sent nothing for longer than the client's idle bound
+// (SetStreamIdle): a server that hangs, or a connection that stalls without closing.
+var ErrStreamIdle = errors.New("the server stopped sending")
+
+// DefaultStreamIdle is the longest a started stream may send nothing before it is cut off. A token, a tool
+// call's piece or a keep-alive line comes every few seconds at most once the answer streams (the long wait, the
+// prompt's evaluation, comes before llama-server sends its first line); a minute of silence after that is a
+// hung server, and five leave room for a slow remote endpoint.
+const DefaultStreamIdle = 5 * time.Minute
 
 // ChatStream starts a streaming request.
 func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, error) {
@@ -73,7 +88,14 @@ func (c *Client) ChatStream(ctx context.Context, req Request) (ChunkStream, erro
 		defer resp.Body.Close()
 		return nil, fmt.Errorf("chat stream at %s: %w", c.shown, statusError(resp))
 	}
-	return &Stream{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), cancel: cancel, base: c.shown}, nil
+	st := &Stream{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), cancel: cancel, base: c.shown, idle: c.idle}
+	if st.idle > 0 {
+		st.idleTimer = time.AfterFunc(st.idle, func() {
+			st.idled.Store(true)
+			cancel()
+		})
+	}
+	return st, nil
 }
 
 // doFresh sends the request build makes and, when it failed on a kept-alive connection, sends a new one (twice
@@ -120,6 +142,9 @@ func (s *Stream) Recv() (Chunk, error) {
 	}
 	for {
 		line, err := s.line()
+		if s.idled.Load() {
+			return Chunk{}, fmt.Errorf("stream from %s: %w: nothing arrived for %s (the engine hangs or the connection stalled; the bound is VISOR_STREAM_IDLE)", s.base, ErrStreamIdle, s.idle)
+		}
 		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 		if err != nil && !eof {
 			return Chunk{}, fmt.Errorf("stream from %s: %w", s.base, redactErr(err))
@@ -173,7 +198,7 @@ func (s *Stream) broken(cause error) error {
 
 // line returns the next line without its line ending; the slice is valid until the next call.
 func (s *Stream) line() ([]byte, error) {
-	l, err := s.r.ReadSlice('\n')
+	l, err := s.readSlice()
 	if errors.Is(err, bufio.ErrBufferFull) {
 		s.long = append(s.long[:0], l...)
 		for errors.Is(err, bufio.ErrBufferFull) {
@@ -181,12 +206,21 @@ func (s *Stream) line() ([]byte, error) {
 				// A remote endpoint is outside visor's control: one line must not take all memory.
 				return nil, fmt.Errorf("a stream line longer than %d MiB", maxLine>>20)
 			}
-			l, err = s.r.ReadSlice('\n')
+			l, err = s.readSlice()
 			s.long = append(s.long, l...)
 		}
 		l = s.long
 	}
 	return bytes.TrimRight(l, "\r\n"), err
+}
+
+// readSlice reads up to a newline (or a full buffer); what arrives restarts the idle bound.
+func (s *Stream) readSlice() ([]byte, error) {
+	l, err := s.r.ReadSlice('\n')
+	if s.idleTimer != nil && len(l) > 0 && !s.idled.Load() {
+		s.idleTimer.Reset(s.idle)
+	}
+	return l, err
 }
 
 // maxLine bounds one SSE line: a chunk is a few hundred bytes, and a whole tool call's arguments in one chunk
@@ -216,6 +250,9 @@ func (s *Stream) drain() {
 
 // Close releases the connection; closing mid-stream makes llama-server stop generating.
 func (s *Stream) Close() error {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
 	err := s.body.Close()
 	s.cancel()
 	return err

@@ -317,3 +317,39 @@ func TestStreamCanceledMidway(t *testing.T) {
 		t.Fatalf("after the cancel: %v, want context.Canceled", err)
 	}
 }
+
+// A stream that starts and then sends nothing more (a hung server, a stalled connection: a FAKE server, named so,
+// since a real llama-server cannot be made to hang at will) ends with ErrStreamIdle after the client's bound,
+// not a wait as long as the caller's context.
+func TestStreamIdleBound(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, chunk("partial ", ""))
+		w.(http.Flusher).Flush()
+		select { // never sends again
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := NewClient(srv.URL, "")
+	c.SetStreamIdle(200 * time.Millisecond)
+	// The caller's own bound is far away: only the idle bound can end this read.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	text, err := readAll(ctx, t, c)
+	if !errors.Is(err, ErrStreamIdle) || ctx.Err() != nil || text != "partial " {
+		t.Fatalf("a stalled stream: %q, %v (context: %v); want the partial text and ErrStreamIdle", text, err, ctx.Err())
+	}
+	if !strings.Contains(err.Error(), "nothing arrived for 200ms") || !strings.Contains(err.Error(), "VISOR_STREAM_IDLE") {
+		t.Errorf("the error does not say the bound and how to change it: %v", err)
+	}
+	if errors.Is(err, ErrStreamBroken) || errors.Is(err, io.EOF) {
+		t.Errorf("an idle stream must not read as broken or complete: %v", err)
+	}
+	if NewClient(srv.URL, "").idle != DefaultStreamIdle {
+		t.Errorf("a new client's idle bound is not DefaultStreamIdle")
+	}
+}

@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -300,16 +302,48 @@ func writeFence(b *strings.Builder, lang, text string) {
 
 func oneLine(s string) string { return textcut.Line(s, 200) }
 
-// writeImageFile writes an image unless an identical file (same name = same sha256) is already there.
+// writeImageFile writes an image unless an identical file (same name = same sha256) is already there. The names
+// are predictable, so anything else already at one (a symlink planted to redirect the write, a file with other
+// content) is refused, never written through or over; a new file is created exclusively, which no symlink
+// survives either.
 func writeImageFile(path string, data []byte) error {
-	if st, err := os.Stat(path); err == nil && st.Size() == int64(len(data)) {
-		return nil
+	if st, err := os.Lstat(path); err == nil {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("write image %s: the name is taken by %s, which the export will not write through: remove it or export into an empty folder: %w",
+				path, describeMode(st.Mode()), ErrInvalidInput)
+		}
+		if st.Size() == int64(len(data)) {
+			if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+				return nil
+			}
+		}
+		return fmt.Errorf("write image %s: a different file has that name: remove it or export into an empty folder: %w", path, ErrInvalidInput)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write image %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("write image %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
 		return fmt.Errorf("write image %s: %w", path, err)
 	}
 	return nil
+}
+
+// describeMode names a file type for an error.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "a special file"
 }

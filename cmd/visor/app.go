@@ -76,6 +76,11 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 	}
 	t.modelFrom = cfg.FillDefaultModel(t.settings(), set)
+	if m, ok := cfg.Models[t.modelName]; ok && t.modelName != "" {
+		if err := config.UnsetKey(t.modelName, m, set); err != nil {
+			return a, err
+		}
+	}
 	if err := t.validate(); err != nil {
 		return a, err
 	}
@@ -125,6 +130,9 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 	}}
 	l.Configure(&ccfg)
+	if ccfg.StreamIdle, err = streamIdle(); err != nil {
+		return a, err
+	}
 	a.cond = conductor.New(ccfg)
 	cond := a.cond
 	a.closers = append(a.closers, func() { _ = cond.Close(context.Background()) })

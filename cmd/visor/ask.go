@@ -122,7 +122,7 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if question != "-" && isTerminal(stdin) {
 			return &usageError{`ask: no question: visor ask "your question" (or pipe it: echo "your question" | visor ask)`}
 		}
-		if question, err = readPrompt(stdin); err != nil {
+		if question, err = readPrompt(ctx, stdin); err != nil {
 			return err
 		}
 	}
@@ -136,9 +136,27 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 // disk image.
 const maxPromptBytes = 8 << 20
 
-// readPrompt reads a question from standard input.
-func readPrompt(stdin io.Reader) (string, error) {
-	b, err := io.ReadAll(io.LimitReader(stdin, maxPromptBytes+1))
+// readPrompt reads a question from standard input. A pipe that never ends (a writer that hangs) must not keep
+// a Ctrl-C or SIGTERM from stopping visor: the read runs aside, and a canceled ctx returns at once. The goroutine
+// ends with the process, which is about to exit.
+func readPrompt(ctx context.Context, stdin io.Reader) (string, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(stdin, maxPromptBytes+1))
+		done <- read{b, err}
+	}()
+	var b []byte
+	var err error
+	select {
+	case r := <-done:
+		b, err = r.b, r.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("ask: stopped while reading the question from standard input: %w", context.Cause(ctx))
+	}
 	if err != nil {
 		return "", fmt.Errorf("ask: read the question from standard input: %w", err)
 	}
@@ -350,4 +368,21 @@ func (p *printer) finish(res session.Result) {
 	}
 	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", st.Steps,
 		st.Generated, st.Rate, st.FirstToken.Round(time.Millisecond), st.Took.Round(time.Millisecond), thinking)
+}
+
+// streamIdle is VISOR_STREAM_IDLE: how long a started answer may send nothing before it fails (a Go duration
+// such as 90s or 10m; 0 waits without bound; unset: engine.DefaultStreamIdle). conductor.Config takes it as is.
+func streamIdle() (time.Duration, error) {
+	v := os.Getenv("VISOR_STREAM_IDLE")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("VISOR_STREAM_IDLE=%q: give a duration such as 90s or 10m (0: no bound)", v)
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	return d, nil
 }

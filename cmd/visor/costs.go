@@ -65,7 +65,7 @@ type storedModel struct {
 
 // storedModels reads every engine's stored cost model, the most recently updated first.
 func storedModels(ctx context.Context, db string) ([]storedModel, error) {
-	store, err := openStore(ctx, db)
+	store, err := openExistingStore(ctx, db)
 	if err != nil {
 		return nil, err
 	}

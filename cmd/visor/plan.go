@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 
@@ -32,6 +33,15 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
+	}
+	// A negative count is a typo, not "the default": planning for something else without a word would mislead.
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"ctx", o.Ctx}, {"ubatch", o.UBatch}, {"parallel", o.Parallel}, {"draft-max", o.DraftMax}, {"max-image-pixels", o.MaxImagePixels}} {
+		if n.v < 0 {
+			return &usageError{fmt.Sprintf("plan: --%s %d: give a positive number, or 0 for the default", n.name, n.v)}
+		}
 	}
 	if o.CacheK == "" {
 		o.CacheK = *cache

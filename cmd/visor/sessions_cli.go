@@ -25,7 +25,9 @@ const sessionsUsage = `usage: visor sessions <command>
   search [flags] QUERY...                  full-text search over messages and tool output
       --session ID --agent NAME --role ROLE --since DATE --until DATE --limit N
       --raw   pass QUERY to SQLite's full-text search as is (AND, OR, NOT, NEAR, "phrases", prefix*)
-  export ID --format md|json [--out DIR]   md with --out writes DIR/ID.md and the images beside it
+  export ID --format md|json [--out DIR [--force]]
+                                           md with --out writes DIR/ID.md and the images beside it;
+                                           --force replaces an existing DIR/ID.md
   fork ID [--at MSG]                       a new session sharing ID's history up to message #MSG (default:
                                            its last); continue it with visor ask --session NEWID
   rm ID [--cascade]                        delete; --cascade also deletes its forks and continuations
@@ -90,11 +92,12 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 	case "export":
 		format := fs.String("format", "md", "md or json")
 		out := fs.String("out", "", "directory to write ID.md or ID.json (and images) into; default stdout")
+		force := fs.Bool("force", false, "replace an ID.md or ID.json already in --out")
 		id, err := sessionArg(ctx, store, fs, rest)
 		if err != nil {
 			return err
 		}
-		return cliExport(ctx, store, id, *format, *out, stdout)
+		return cliExport(ctx, store, id, *format, *out, *force, stdout)
 	case "fork":
 		at := fs.Int64("at", 0, "fork after this message (the #N in show); 0 means the last message")
 		id, err := sessionArg(ctx, store, fs, rest)
@@ -144,6 +147,10 @@ func sessionArg(ctx context.Context, store *memory.Store, fs *flag.FlagSet, args
 	pos, err := parseInterspersed(fs, args, 1, 1)
 	if err != nil {
 		return "", err
+	}
+	if strings.TrimSpace(pos[0]) == "" {
+		// An empty prefix matches every id: it would pick some session.
+		return "", fmt.Errorf("%s: the session id is empty: give an id or a unique prefix (visor sessions list shows them): %w", fs.Name(), memory.ErrInvalidInput)
 	}
 	return store.ResolveSessionID(ctx, pos[0])
 }
@@ -249,7 +256,7 @@ func cliSearch(ctx context.Context, store *memory.Store, q memory.Query, stdout 
 	return nil
 }
 
-func cliExport(ctx context.Context, store *memory.Store, id, format, dir string, stdout io.Writer) error {
+func cliExport(ctx context.Context, store *memory.Store, id, format, dir string, force bool, stdout io.Writer) error {
 	if format != "md" && format != "json" {
 		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, memory.ErrInvalidInput)
 	}
@@ -263,10 +270,23 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 		}
 		return w.Flush()
 	}
+	// The folder and the names in it are the user's to choose: a symlink there (planted to redirect the export)
+	// is refused, not followed, and a file already there is kept unless --force says to replace it.
+	if st, err := os.Lstat(dir); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("visor sessions export: --out %s is a symlink: export into a real folder (the link's target, if that is the one you mean): %w", dir, memory.ErrInvalidInput)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("visor sessions export: --out %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, id+"."+format)
+	if st, err := os.Lstat(path); err == nil {
+		switch {
+		case !st.Mode().IsRegular():
+			return fmt.Errorf("visor sessions export: %s exists and is not a regular file: remove it or choose another --out: %w", path, memory.ErrInvalidInput)
+		case !force:
+			return fmt.Errorf("visor sessions export: %s exists: pass --force to replace it, or choose another --out: %w", path, memory.ErrInvalidInput)
+		}
+	}
 	// Write to a temporary name and rename, so an interrupted export never leaves a truncated file that looks
 	// complete.
 	f, err := os.CreateTemp(dir, "."+id+"-*.tmp")

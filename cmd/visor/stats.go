@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,12 +40,15 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) > 1 {
 		return fmt.Errorf("stats: one session at a time, got %d: visor stats [SESSION]", len(pos))
 	}
-	store, err := openStore(ctx, *db)
+	store, err := openExistingStore(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	id := ""
+	if len(pos) == 1 && strings.TrimSpace(pos[0]) == "" {
+		return errors.New(`stats "": the session id is empty: give an id or a unique prefix (visor sessions list shows them)`)
+	}
 	if len(pos) == 1 {
 		if id, err = store.ResolveSessionID(ctx, pos[0]); err != nil {
 			return fmt.Errorf("stats %s: %w: list sessions with `visor sessions list`", pos[0], err)

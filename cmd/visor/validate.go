@@ -5,13 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/config"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/safefile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -43,13 +44,22 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// maxValidateBytes bounds a file validate reads: the largest of the files it checks (agent, config and gateway
+// models files) is a few kilobytes.
+const maxValidateBytes = 4 << 20
+
 // validateFile checks path as what it is: the config file (by its name), a gateway models file (models whose
 // entries name a `model:` file, or gateway settings; also by the name models.yaml), or an agent file, which is
 // checked as `visor run` loads it: the files it names on disk included.
 func validateFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	// A FIFO or a device is refused before it is read: validate must answer, not wait for a writer.
+	b, err := safefile.ReadFile(path, maxValidateBytes)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return "", fmt.Errorf("%s: %w", path, pe.Err)
+	}
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, errors.Unwrap(err))
+		return "", err // it names the path
 	}
 	switch fileKind(path, b) {
 	case "config":

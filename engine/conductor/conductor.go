@@ -74,6 +74,9 @@ var ErrClosed = errors.New("conductor: the engine was stopped")
 type Config struct {
 	Launch Launch
 	APIKey string // for the client of a remote server
+	// StreamIdle bounds the silence of a started answer stream (engine.Client.SetStreamIdle): 0 is
+	// engine.DefaultStreamIdle, a negative value no bound.
+	StreamIdle time.Duration
 	// Mode is the first launch's mode; "" is the launcher's default.
 	Mode string
 	// RestartBudget is how many crashes within RestartWindow are restarted (default 3 within a minute); one more
@@ -274,8 +277,11 @@ func (c *Conductor) loop() {
 			case evLaunched:
 				if ev.err == nil && ev.gen == m.gen {
 					proc = ev.proc
-					ready = Ready{Client: engine.NewClient(proc.URL(), c.cfg.APIKey), URL: proc.URL(), Process: proc,
-						Mode: ev.mode, Generation: ev.gen}
+					client := engine.NewClient(proc.URL(), c.cfg.APIKey)
+					if c.cfg.StreamIdle != 0 {
+						client.SetStreamIdle(max(c.cfg.StreamIdle, 0))
+					}
+					ready = Ready{Client: client, URL: proc.URL(), Process: proc, Mode: ev.mode, Generation: ev.gen}
 					p, gen := proc, ev.gen
 					go func() {
 						<-p.Done()

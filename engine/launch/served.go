@@ -10,6 +10,7 @@ import (
 
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/safefile"
 )
 
 // A running engine that others may reuse (`visor serve`, the gateway's) leaves a small JSON file named by its
@@ -27,6 +28,9 @@ type Served struct {
 }
 
 // RunDir holds the files.
+// maxServedFile bounds a served-engine file (a URL and a few ids).
+const maxServedFile = 64 << 10
+
 func RunDir() string { return filepath.Join(llamacpp.InstallDir(), "run") }
 
 func servedPath(k Key) string { return filepath.Join(RunDir(), k.ID()+".json") }
@@ -35,7 +39,7 @@ func servedPath(k Key) string { return filepath.Join(RunDir(), k.ID()+".json") }
 // not answering) are removed.
 func FindServed(ctx context.Context, key Key) (Served, bool) {
 	path := servedPath(key)
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxServedFile) // a FIFO planted there must not block
 	if err != nil {
 		return Served{}, false
 	}
@@ -76,7 +80,7 @@ func ServedPath(s Spec) string { return servedPath(s.Key()) }
 
 // servedURL is the engine address a served-engine file names, "" when unreadable.
 func servedURL(path string) string {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxServedFile) // a FIFO planted there must not block
 	if err != nil {
 		return ""
 	}
