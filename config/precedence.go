@@ -65,6 +65,7 @@ func ApplyModel(s *launch.Spec, m Model, set Set) {
 	str("plan", &s.Plan, m.Plan)
 	str("gpu", &s.GPU, m.GPU)
 	str("cache-type", &s.KVType, m.CacheType)
+	str("flash-attn", &s.FlashAttn, m.FlashAttn)
 	if !set["api-key"] && m.APIKeyEnv != "" {
 		s.APIKey = os.Getenv(m.APIKeyEnv)
 	}
@@ -105,7 +106,7 @@ func Profile(name string, s launch.Spec) string {
 		endpoint = ""
 	}
 	p := profile{Name: name, Model: Model{Path: s.Model, MMProj: s.Projector, Endpoint: endpoint, Ctx: s.Ctx,
-		Parallel: s.Slots, Plan: s.Plan, GPU: s.GPU, CacheType: s.KVType, ServerArgs: s.ExtraArgs}}
+		Parallel: s.Slots, Plan: s.Plan, GPU: s.GPU, CacheType: s.KVType, FlashAttn: s.FlashAttn, ServerArgs: s.ExtraArgs}}
 	b, _ := json.Marshal(p)
 	return string(b)
 }

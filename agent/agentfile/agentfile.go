@@ -75,6 +75,7 @@ type Model struct {
 	Plan       string   `yaml:"plan" jsonschema:"enum=auto,enum=off" jsonschema_description:"auto: place the model by the VRAM plan (default); off: llama-server's own defaults."`
 	GPU        string   `yaml:"gpu" jsonschema_description:"GPU the plan is for: auto, a device index, or a size such as 24GiB."`
 	CacheType  string   `yaml:"cache_type" jsonschema_description:"KV cache type for the plan: f16, q8_0 or q4_0."`
+	FlashAttn  string   `yaml:"flash_attn" jsonschema:"enum=on,enum=off,enum=auto" jsonschema_description:"Flash attention: on, off or auto (default: on by the plan)."`
 	ServerArgs []string `yaml:"server_args" jsonschema_description:"Extra llama-server arguments, one list item each."`
 }
 

@@ -35,6 +35,7 @@ func registerEngine(fs *flag.FlagSet, s *launch.Spec) {
 	fs.Var((*listFlag)(&s.ExtraArgs), "server-arg", "extra llama-server argument (repeatable; env VISOR_SERVER_ARGS adds some to every start)")
 	fs.StringVar(&s.Plan, "plan", "auto", "auto: place the model by the VRAM plan, falling back to the next mode on out-of-memory; off: llama-server's own defaults")
 	fs.StringVar(&s.GPU, "gpu", "auto", "GPUs the plan is for: auto (every GPU NVML lists), a device index, a size such as 24GiB, or a list such as 24GiB,24GiB")
+	fs.StringVar(&s.FlashAttn, "flash-attn", "", "flash attention: on, off or auto (default: on by the plan, llama-server's auto without one)")
 	fs.StringVar(&s.KVType, "cache-type", "", "KV cache type for the plan (f16, q8_0, q4_0)")
 	fs.BoolVar(&s.Warmup, "warmup", true, "after a GPU start, send a small image and a long prompt so the GPU compiles its kernels before your first request")
 }

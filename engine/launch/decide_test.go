@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/vram"
 )
@@ -153,5 +154,23 @@ func TestKeyCoversTheSpec(t *testing.T) {
 	}
 	if (Spec{Model: "/m/a.gguf", Warmup: true, APIKey: "k"}).Key() != (Spec{Model: "/m/a.gguf"}).Key() {
 		t.Error("warm-up and the API key change nothing the server runs, yet change the key")
+	}
+}
+
+// --flash-attn reaches llama-server in both paths: as -fa without a plan, as the plan's own -fa with one (off
+// also makes the plan count the attention scores' compute buffer); it is checked and it names another engine.
+func TestFlashAttnOption(t *testing.T) {
+	cfg := Spec{Model: "/m/a.gguf", FlashAttn: "off"}.plainConfig(llamacpp.Config{ExtraArgs: []string{"-t", "2"}})
+	if got := strings.Join(cfg.CommandLine("127.0.0.1", 1), " "); !strings.Contains(got, "-fa off -t 2") {
+		t.Errorf("plain start: %s", got)
+	}
+	if got := strings.Join(Spec{Model: "/m/a.gguf"}.plainConfig(llamacpp.Config{}).CommandLine("127.0.0.1", 1), " "); strings.Contains(got, "-fa") {
+		t.Errorf("no --flash-attn, yet %s", got)
+	}
+	if err := (Spec{Model: "/m/a.gguf", FlashAttn: "yes"}).Validate(); err == nil || !strings.Contains(err.Error(), `--flash-attn "yes": use on, off or auto`) {
+		t.Errorf("Validate: %v", err)
+	}
+	if (Spec{Model: "/m/a.gguf", FlashAttn: "off"}).Key().ID() == (Spec{Model: "/m/a.gguf"}).Key().ID() {
+		t.Error("flash attention off shares the key of the default")
 	}
 }

@@ -157,7 +157,7 @@ func (l *Launcher) start(ctx context.Context, mode string, cfg llamacpp.Config) 
 	var planErr error
 	if s.Plan == "auto" {
 		o := vram.FileOptions{Model: s.Model, MMProj: s.Projector, GPU: s.GPU,
-			Options: vram.Options{Ctx: s.Ctx, Parallel: s.Slots, CacheK: s.KVType, CacheV: s.KVType}}
+			Options: vram.Options{Ctx: s.Ctx, Parallel: s.Slots, CacheK: s.KVType, CacheV: s.KVType, NoFlashAttn: s.FlashAttn == "off"}}
 		o.SwapSupported = SwapSupported(ctx, s.Server)
 		o.DeviceNames = DeviceNames(ctx, s.Server, s.GPU, vram.NVML{})
 		res, planErr = vram.PlanFiles(ctx, o)

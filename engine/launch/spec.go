@@ -28,6 +28,7 @@ type Spec struct {
 	Plan      string // "auto": placed by the VRAM plan, falling back mode by mode on out-of-memory; "off": as given
 	GPU       string // what the plan is for: "auto", a device index, a size (24GiB) or a list of them
 	KVType    string // KV cache type for K and V (-ctk/-ctv); "" is llama-server's f16
+	FlashAttn string // flash attention (-fa): on, off or auto; "" is the plan's choice (on), or llama-server's (auto)
 	ExtraArgs []string
 	Env       []string // added to the environment of the llama-server visor starts
 	// Warmup sends a small image and a long prompt after a GPU start, so the GPU compiles its kernels before the
@@ -97,6 +98,9 @@ func (s Spec) ValidateFrom(origin string) error {
 	if s.Plan != "auto" && s.Plan != "off" {
 		errs = append(errs, fmt.Errorf("--plan %q: use auto or off", s.Plan))
 	}
+	if s.FlashAttn != "" && !contains([]string{"on", "off", "auto"}, s.FlashAttn) {
+		errs = append(errs, fmt.Errorf("--flash-attn %q: use on, off or auto", s.FlashAttn))
+	}
 	if s.KVType != "" && !contains(KVTypes, s.KVType) {
 		errs = append(errs, fmt.Errorf("--cache-type %q: use f16, q8_0 or q4_0 (or f32, bf16, q4_1, iq4_nl, q5_0, q5_1)", s.KVType))
 	}
@@ -125,6 +129,9 @@ func (s Spec) Label() string {
 func (s Spec) plainConfig(base llamacpp.Config) llamacpp.Config {
 	base.Model, base.MMProj, base.Ctx, base.Parallel = s.Model, s.Projector, s.Ctx, s.Slots
 	base.CacheTypeK, base.CacheTypeV = s.KVType, s.KVType
+	if s.FlashAttn != "" {
+		base.ExtraArgs = append([]string{"-fa", s.FlashAttn}, base.ExtraArgs...)
+	}
 	return base
 }
 
@@ -134,6 +141,7 @@ type Key struct {
 	Model, Projector, Binary string // absolute paths
 	Ctx, Slots               int
 	Plan, GPU, KVType        string
+	FlashAttn                string
 	ExtraArgs                string
 }
 
@@ -151,13 +159,16 @@ func (s Spec) Key() Key {
 	}
 	bin, _ := llamacpp.Find(s.Server)
 	return Key{Model: abs(s.Model), Projector: abs(s.Projector), Binary: abs(bin), Ctx: s.Ctx, Slots: s.Slots,
-		Plan: s.Plan, GPU: s.GPU, KVType: s.KVType, ExtraArgs: strings.Join(s.ExtraArgs, " ")}
+		Plan: s.Plan, GPU: s.GPU, KVType: s.KVType, FlashAttn: s.FlashAttn, ExtraArgs: strings.Join(s.ExtraArgs, " ")}
 }
 
 // ID is the key as a short file name.
 func (k Key) ID() string {
 	fields := fmt.Sprintf("%s|%s|%d|%d|%s|%s|%s|%s|%s", k.Model, k.Projector, k.Ctx, k.Slots, k.ExtraArgs, k.KVType,
 		k.Plan, k.GPU, k.Binary)
+	if k.FlashAttn != "" { // added after the others, so the keys of engines started without it stay the same
+		fields += "|-fa " + k.FlashAttn
+	}
 	h := sha256.Sum256([]byte(fields))
 	return hex.EncodeToString(h[:8])
 }
