@@ -145,6 +145,10 @@ func gatewayModel(name string, mc gateway.ModelConfig, base launch.Spec, stderr 
 	}
 	if mc.Embeddings {
 		ef.ExtraArgs = append(append([]string(nil), ef.ExtraArgs...), "--embeddings")
+		// A chat model's own pooling is often none, which llama-server's /v1/embeddings refuses.
+		if !hasArg(ef.ExtraArgs, "--pooling") {
+			ef.ExtraArgs = append(ef.ExtraArgs, "--pooling", "mean")
+		}
 	}
 	ef.Env = mc.Env
 	if err := ef.Validate(); err != nil {
@@ -168,6 +172,15 @@ func gatewayModel(name string, mc gateway.ModelConfig, base launch.Spec, stderr 
 		return closer{conductor.New(cfg), l.Close}
 	}
 	return m, nil
+}
+
+func hasArg(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // hasMTP reports whether llama-server's arguments turn on MTP speculation.

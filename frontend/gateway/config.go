@@ -35,7 +35,7 @@ import (
 //	    group: small            # models of one group may stay loaded together
 //	    aliases: [gpt-4o-mini]  # other names clients may use
 //	    env: [GGML_VK_VISIBLE_DEVICES=0]  # added to the server's environment
-//	    embeddings: false       # true starts it with --embeddings, for /v1/embeddings
+//	    embeddings: false       # true starts it with --embeddings (and --pooling mean), for /v1/embeddings
 //	    tool_format: qwen-xml   # the dialect calls are repaired from (default auto)
 //	  big:
 //	    endpoint: http://gpu-box:8000/v1

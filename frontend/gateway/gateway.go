@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/visorhq/visor/agent/toolcall"
+	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
 )
@@ -143,8 +144,10 @@ func New(cfg Config) (*Gateway, error) {
 		g.cors[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
 	g.mux, g.paths = http.NewServeMux(), http.NewServeMux()
-	g.handle("/v1/chat/completions", g.chat, http.MethodPost)
+	g.handle(chatPath, g.chat, http.MethodPost)
 	g.handle("/v1/responses", g.responses, http.MethodPost)
+	g.handle(completionsPath, g.completions, http.MethodPost)
+	g.handle(embeddingsPath, g.embeddings, http.MethodPost)
 	g.handle("/v1/models", g.models, http.MethodGet)
 	g.handle("/v1/models/{id...}", g.model, http.MethodGet)
 	g.handle("/v1/visor/running", g.running, http.MethodGet)
@@ -244,6 +247,14 @@ func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
 func (g *Gateway) metricsPage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	g.metrics.write(w, g.pool.loaded(), g.cfg.VRAM)
+	fmt.Fprintf(w, "# HELP visor_gateway_model_loading_seconds How long the model has been loading; 0 when it is not loading.\n# TYPE visor_gateway_model_loading_seconds gauge\n")
+	for _, n := range g.names {
+		v := 0.0
+		if st := g.pool.state(n); st.State == "loading" {
+			v = max(time.Since(st.Since).Seconds(), 1e-3)
+		}
+		fmt.Fprintf(w, "visor_gateway_model_loading_seconds{model=\"%s\"} %g\n", label(n), v)
+	}
 }
 
 // request is what the gateway reads of a chat body; everything else passes through untouched.
@@ -253,9 +264,22 @@ type request struct {
 	tools    bool // tools offered and tool_choice not "none": calls in text are repaired
 	body     []byte
 	upstream []byte
+	path     string // the route, sent on to the same path of the engine
 }
 
-func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
+// The OpenAI routes passed to the engine: chat completions (with the gateway's checks and tool-call repair),
+// text completions and embeddings.
+const (
+	chatPath        = "/v1/chat/completions"
+	completionsPath = "/v1/completions"
+	embeddingsPath  = "/v1/embeddings"
+)
+
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request)        { g.serve(w, r, chatPath) }
+func (g *Gateway) completions(w http.ResponseWriter, r *http.Request) { g.serve(w, r, completionsPath) }
+func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request)  { g.serve(w, r, embeddingsPath) }
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, path string) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -271,8 +295,8 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fields := gjson.GetManyBytes(body, "model", "stream", "tools", "tool_choice")
-	req := request{model: fields[0].String(), stream: fields[1].Bool(), body: body, upstream: body}
-	req.tools = fields[2].IsArray() && len(fields[2].Array()) > 0 && fields[3].String() != "none"
+	req := request{model: fields[0].String(), stream: fields[1].Bool(), body: body, upstream: body, path: path}
+	req.tools = path == chatPath && fields[2].IsArray() && len(fields[2].Array()) > 0 && fields[3].String() != "none"
 	if req.model == "" && len(g.names) == 1 {
 		req.model = g.names[0]
 	}
@@ -284,8 +308,40 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	md := g.pool.entries[name].m
+	if md.UpstreamModel != "" {
+		if req.upstream, err = setField(req.upstream, "model", md.UpstreamModel); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)
+			return
+		}
+	}
+	switch path {
+	case completionsPath:
+		if p := gjson.GetBytes(body, "prompt"); !p.Exists() || !(p.Type == gjson.String || p.IsArray()) {
+			g.metrics.request(md.Name, http.StatusBadRequest)
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt", `"prompt" must be text or a list of texts: send "prompt": "Once upon a time"`)
+			return
+		}
+		status := g.serveChat(w, r, md, req)
+		g.metrics.request(md.Name, status)
+		return
+	case embeddingsPath:
+		if !md.Remote && !md.Embeddings {
+			g.metrics.request(md.Name, http.StatusBadRequest)
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "model_not_embedding", "model",
+				"the model %q does not serve embeddings: set embeddings: true for it in the gateway's config (its server then runs with --embeddings), or use one that does", req.model)
+			return
+		}
+		if in := gjson.GetBytes(body, "input"); !in.Exists() || !(in.Type == gjson.String || in.IsArray()) {
+			g.metrics.request(md.Name, http.StatusBadRequest)
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "input", `"input" must be text or a list of texts: send "input": "some text"`)
+			return
+		}
+		status := g.serveChat(w, r, md, req)
+		g.metrics.request(md.Name, status)
+		return
+	}
 	if msg, param := checkMessages(body); msg != "" {
-		g.metrics.request(req.model, http.StatusBadRequest)
+		g.metrics.request(md.Name, http.StatusBadRequest)
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", param, "%s", msg)
 		return
 	}
@@ -306,12 +362,6 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		f, _ := toolcall.ParseFormat(md.ToolFormat)
 		if req.upstream, err = toolsAsText(req.upstream, promptFormat(f)); err != nil {
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "tools", "%v", err)
-			return
-		}
-	}
-	if md.UpstreamModel != "" {
-		if req.upstream, err = setField(req.upstream, "model", md.UpstreamModel); err != nil {
-			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)
 			return
 		}
 	}
@@ -358,7 +408,15 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	g.metrics.inflight.Add(1)
 	defer g.metrics.inflight.Add(-1)
 	t0 := time.Now()
-	ready, err := eng.EnsureReady(ctx)
+	var ready conductor.Ready
+	if req.stream && !md.Remote && g.pool.state(md.Name).State != "loaded" {
+		started, stop := showLoading(w, req.model)
+		w = started
+		ready, err = eng.EnsureReady(ctx)
+		stop()
+	} else {
+		ready, err = eng.EnsureReady(ctx)
+	}
 	if err != nil {
 		return g.engineError(w, md, err)
 	}
@@ -366,12 +424,12 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	if load := time.Since(t0); swapWait > 0 || load > 100*time.Millisecond {
 		g.metrics.swapWait(md.Name, swapWait+load, load)
 	}
-	resp, err := g.send(ctx, ready.URL, md, req.upstream)
+	resp, err := g.send(ctx, ready.URL, md, req.path, req.upstream)
 	if err != nil && ctx.Err() == nil {
 		// The server may have died between requests: the conductor checks, restarts it if it must, and the
 		// request (which it never answered) is sent once more.
 		if ready, err = eng.Recover(ctx); err == nil {
-			resp, err = g.send(ctx, ready.URL, md, req.upstream)
+			resp, err = g.send(ctx, ready.URL, md, req.path, req.upstream)
 		}
 	}
 	if err != nil {
@@ -394,7 +452,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	if req.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		copyHeaders(w, resp)
 		w.WriteHeader(http.StatusOK)
-		if req.tools || g.cfg.Recorder != nil {
+		if req.tools || g.cfg.Recorder != nil && req.path == chatPath {
 			rep.stream(ctx, rn, resp.Body)
 		} else {
 			g.passStream(rn, md.Name, resp.Body)
@@ -416,7 +474,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-	if g.cfg.Recorder != nil {
+	if g.cfg.Recorder != nil && req.path == chatPath {
 		g.record(req, b)
 	}
 	return http.StatusOK
@@ -434,7 +492,7 @@ func (g *Gateway) retryUnparsed(w http.ResponseWriter, r *http.Request, md Model
 		apiError(w, http.StatusInternalServerError, "server_error", "", "", "%v", err)
 		return http.StatusInternalServerError
 	}
-	resp, err := g.send(r.Context(), url, md, up)
+	resp, err := g.send(r.Context(), url, md, chatPath, up)
 	if err != nil {
 		return g.engineError(w, md, err)
 	}
@@ -482,6 +540,14 @@ func upstreamError(w http.ResponseWriter, resp *http.Response) int {
 	if msg == "" {
 		msg = "the engine answered " + resp.Status
 	}
+	if _, ok := w.(*sseStarted); ok {
+		typ := "invalid_request_error"
+		if resp.StatusCode >= 500 {
+			typ = "server_error"
+		}
+		streamError(w, typ, "", msg)
+		return resp.StatusCode
+	}
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		w.Header().Set("Retry-After", v)
 	}
@@ -493,14 +559,18 @@ func parseFailure(b []byte) bool { return bytes.Contains(b, []byte("Failed to pa
 
 func (g *Gateway) engineError(w http.ResponseWriter, md Model, err error) int {
 	g.cfg.Logger.Warn("gateway: engine failed", "model", md.Name, "err", err)
+	if _, ok := w.(*sseStarted); ok {
+		streamError(w, "server_error", "engine_unavailable", fmt.Sprintf("the model %q is not available: %v", md.Name, err))
+		return http.StatusServiceUnavailable
+	}
 	w.Header().Set("Retry-After", "5")
 	apiError(w, http.StatusServiceUnavailable, "server_error", "engine_unavailable", "", "the model %q is not available: %v", md.Name, err)
 	return http.StatusServiceUnavailable
 }
 
-func (g *Gateway) send(ctx context.Context, base string, md Model, body []byte) (*http.Response, error) {
+func (g *Gateway) send(ctx context.Context, base string, md Model, path string, body []byte) (*http.Response, error) {
 	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, root+"/v1/chat/completions", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, root+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -256,6 +256,29 @@ func TestGatewayWithGoOpenAI(t *testing.T) {
 				r.Choices[0].Message.Content, r.Usage.PromptTokens, plain.Usage.PromptTokens)
 		}
 	})
+	t.Run("tool conversation with an image", func(t *testing.T) {
+		msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, MultiContent: []openai.ChatMessagePart{
+			{Type: openai.ChatMessagePartTypeText, Text: "what is here?"}, engine.ImagePart("image/png", pngBytes(t))}}
+		req := openai.ChatCompletionRequest{Model: "tiny", Tools: []openai.Tool{listDir}, Messages: []openai.ChatCompletionMessage{msg}}
+		r, err := c.CreateChatCompletion(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := r.Choices[0].Message
+		if len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "list_dir" {
+			t.Fatalf("calls %+v, want list_dir", m.ToolCalls)
+		}
+		req.Messages = append(req.Messages, m, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool,
+			ToolCallID: m.ToolCalls[0].ID, Content: `["a.txt"]`})
+		req.Stream = true
+		s, err := c.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if content, calls, _, _ := streamAll(t, s); content != "Hi!" || len(calls) != 0 {
+			t.Fatalf("after the result: %q %+v, want Hi!", content, calls)
+		}
+	})
 	t.Run("call left in content arrives as tool_calls", func(t *testing.T) {
 		tinyStarts := f.started("tiny")
 		before := metric(t, f.url, `visor_gateway_tool_call_repairs_total{model="tiny-text",where="content"}`)

@@ -419,6 +419,7 @@ type respWriter struct {
 	open    string // "text", "call" or ""
 	finish_ string
 	usage   gjson.Result
+	failed  gjson.Result // an error event that ended the stream
 }
 
 type respCall struct {
@@ -510,6 +511,10 @@ func (t *respWriter) chunk(c gjson.Result) {
 		t.started = true
 		t.event("response.created", map[string]any{"response": t.base("in_progress", []any{})})
 		t.event("response.in_progress", map[string]any{"response": t.base("in_progress", []any{})})
+	}
+	if e := c.Get("error"); e.IsObject() {
+		t.failed = e
+		return
 	}
 	if u := c.Get("usage"); u.IsObject() {
 		t.usage = u
@@ -687,6 +692,13 @@ func (t *respWriter) finish() {
 			t.chunk(gjson.Parse(`{}`))
 		}
 		t.closeOpen()
+		if t.failed.Exists() {
+			resp := t.base("failed", []any{})
+			resp["error"] = map[string]any{"code": orString(t.failed.Get("code").String(), "server_error"), "message": t.failed.Get("message").String()}
+			t.event("response.failed", map[string]any{"response": resp})
+			t.Flush()
+			return
+		}
 		t.event("response.completed", map[string]any{"response": t.final()})
 		t.Flush()
 		return
@@ -720,4 +732,11 @@ func (t *respWriter) finish() {
 	})
 	t.finish_ = c.Get("choices.0.finish_reason").String()
 	writeJSON(t.w, http.StatusOK, t.final())
+}
+
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

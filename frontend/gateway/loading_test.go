@@ -1,0 +1,117 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/frontend/gateway"
+)
+
+// gatedEngine is a real conductor whose first EnsureReady waits for the test to open the gate: the tiny model
+// loads in a second, too fast to watch a load by the clock, so the test holds it there.
+type gatedEngine struct {
+	*conductor.Conductor
+	gate chan struct{}
+}
+
+func (g gatedEngine) EnsureReady(ctx context.Context) (conductor.Ready, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return conductor.Ready{}, ctx.Err()
+	}
+	return g.Conductor.EnsureReady(ctx)
+}
+
+// TestGatewayShowsLoading: a streamed request for a model that is loading gets its headers at once and an SSE
+// comment while it waits, /metrics and /v1/models show the load while it runs, and the answer follows once the model is ready;
+// a model that fails to load ends the stream with an error event the SDK raises.
+func TestGatewayShowsLoading(t *testing.T) {
+	enginetest.Binary(t)
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	open := func(model string) func() gateway.Engine { // its first EnsureReady waits for the gate
+		return func() gateway.Engine {
+			c := conductor.New(conductor.Config{Launch: func(ctx context.Context, _ string) (conductor.Process, error) {
+				return llamacpp.Start(ctx, llamacpp.Config{Binary: enginetest.Binary(t), Model: model, Ctx: 4096, Threads: 2,
+					LogFile: filepath.Join(dir, "llama-server.log")})
+			}})
+			return gatedEngine{c, gate}
+		}
+	}
+	broken := func() gateway.Engine {
+		return conductor.New(conductor.Config{Launch: func(context.Context, string) (conductor.Process, error) {
+			return nil, errors.New("llama-server exited: failed to load model")
+		}})
+	}
+	gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "slow", Group: "g", Open: open(chat)},
+		{Name: "broken", Group: "g", Open: broken}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer func() {
+		srv.Close()
+		_ = gw.Close(context.Background())
+	}()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"slow","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	first, err := br.ReadString('\n')
+	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(first, ": loading model slow (") {
+		t.Fatalf("first line %q (HTTP %d, %v), want the loading comment", first, resp.StatusCode, err)
+	}
+	if v := metric(t, srv.URL, `visor_gateway_model_loading_seconds{model="slow"}`); v <= 0 {
+		t.Errorf("loading seconds %v while the model loads", v)
+	}
+	var one modelEntry
+	if getJSON(t, "GET", srv.URL+"/v1/models/slow", &one); one.State != "loading" {
+		t.Errorf("state %q while loading", one.State)
+	}
+	close(gate)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), `"content":"Hi!"`) && !(strings.Contains(string(rest), `"content":"H"`) && strings.Contains(string(rest), `"content":"i"`)) ||
+		!strings.HasSuffix(strings.TrimSpace(string(rest)), "data: [DONE]") {
+		t.Fatalf("after the load: %s", rest)
+	}
+	if v := metric(t, srv.URL, `visor_gateway_model_loading_seconds{model="slow"}`); v != 0 {
+		t.Errorf("loading seconds %v after the load", v)
+	}
+	if getJSON(t, "GET", srv.URL+"/v1/models/slow", &one); one.State != "loaded" {
+		t.Errorf("state %q after the load", one.State)
+	}
+
+	oc := openai.DefaultConfig("")
+	oc.BaseURL = srv.URL + "/v1"
+	s, err := openai.NewClientWithConfig(oc).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "broken",
+		Messages: []openai.ChatCompletionMessage{user("hello")}})
+	if err == nil {
+		defer s.Close()
+		_, err = s.Recv()
+	}
+	var ae *openai.APIError
+	if !errors.As(err, &ae) || !strings.Contains(ae.Message, `"broken" is not available`) {
+		t.Fatalf("a model that cannot load: %v, want the stream's error event naming it", err)
+	}
+}
