@@ -14,7 +14,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/toolcall"
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/tools"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/tools"
 )
 

@@ -7,7 +7,7 @@
 # Prepare (on a machine with network and Go):
 #   mkdir -p .cache/gpu-debs && cp ENGINE_DIR/debs/*.deb .cache/gpu-debs/   # the 10 packages of install-engine.sh
 #   (cd .cache/gpu-debs && apt-get … download libggml0-backend-vulkan libvulkan1 libegl1 libglvnd0)
-#   CGO_ENABLED=1 go build -o .cache/vramcheck ./engine/vram/cmd/vramcheck
+#   CGO_ENABLED=1 go build -o .cache/vramcheck ./internal/gpucheck/cmd/vramcheck
 # Run (on the GPU machine, from the repository root): scripts/gpu-plan-check.sh [CASES]
 # Results: $OUT/results.json, one server log per case, and a table on stdout. Skips (exit 0) without a GPU, and
 # in CI.
@@ -23,7 +23,7 @@ fail() { echo "gpu-plan-check: $*" >&2; exit 1; }
 
 command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "gpu-plan-check: no NVIDIA driver: skipped"; exit 0; }
 ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
-[ -x "$check" ] || fail "$check missing: CGO_ENABLED=1 go build -o $check ./engine/vram/cmd/vramcheck"
+[ -x "$check" ] || fail "$check missing: CGO_ENABLED=1 go build -o $check ./internal/gpucheck/cmd/vramcheck"
 
 mkdir -p "$out" "$work/models"
 . "$(dirname "$0")/gpu-engine.sh"

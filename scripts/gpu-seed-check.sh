@@ -9,7 +9,7 @@
 #   VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh .cache/gpu-engine
 #   mkdir -p .cache/gpu-debs && cp .cache/gpu-engine/debs/*.deb .cache/gpu-debs/
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/visor ./cmd/visor
-#   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
+#   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./internal/gpucheck/cmd/seedcheck
 # Run (on the GPU machine, from the repository root): scripts/gpu-seed-check.sh [seedcheck flags, e.g. -free 23.4GB]
 # Only the tokens/s comparison (same ballast, plan and warm-up start; no control run, no screenshots):
 #   scripts/gpu-seed-check.sh -tps-only -reps 120 -tps-tokens 128 -tps-budget 400s [-goopenai]

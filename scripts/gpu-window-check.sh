@@ -10,7 +10,7 @@
 #   VISOR_ENGINE_GPU=vulkan VISOR_ENGINE_FORCE=1 scripts/install-engine.sh .cache/gpu-engine
 #   mkdir -p .cache/gpu-debs && cp .cache/gpu-engine/debs/*.deb .cache/gpu-debs/
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/visor ./cmd/visor
-#   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./engine/vram/cmd/seedcheck
+#   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./internal/gpucheck/cmd/seedcheck
 # Run: scripts/gpu-window-check.sh [-chat 30] [-typing 6s] [-free 23.4GB]   (flags go to seedcheck)
 # Results: $OUT/results.json (the chat), $OUT/kv-speed.txt, PASS/FAIL lines on stdout. Skips without a GPU and in CI.
 set -euo pipefail

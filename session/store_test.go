@@ -11,7 +11,7 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"

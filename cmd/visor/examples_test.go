@@ -12,8 +12,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/visorhq/visor/engine/enginetest"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // exampleFiles are the agent files in examples/ (config.yaml is the config file, models.yaml a gateway file).

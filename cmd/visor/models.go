@@ -12,7 +12,7 @@ import (
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools/toolset"
 )

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visorhq/visor/engine/enginetest"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/modelgen"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // TestAskRefusesVisionModelWithoutTextTokens: a model whose vocabulary turns all text into no tokens would make

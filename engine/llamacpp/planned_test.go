@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 )
 

@@ -12,11 +12,11 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine"
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/modelgen"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // TestVocabAnswersImages starts a real llama-server on a small model with Vocab's tokenizer and a projector, as

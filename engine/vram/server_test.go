@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/modelgen"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/gateway"
 )

@@ -14,9 +14,9 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // TestGatewayRefusesImageURLs: llama-server downloads an http(s) image_url itself, so a client could make this

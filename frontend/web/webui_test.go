@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/web"
 	"github.com/visorhq/visor/internal/testkit"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/visorhq/visor/engine"
 
-	"github.com/visorhq/visor/engine/enginetest"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 )
 

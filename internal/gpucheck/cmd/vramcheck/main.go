@@ -27,7 +27,7 @@ import (
 
 	"github.com/visorhq/visor/engine/gguf"
 	vtm "github.com/visorhq/visor/engine/modelgen"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/engine/vram"
 )
 

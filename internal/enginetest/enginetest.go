@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/engine/testmodel"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // Binary returns the llama-server to test against. Outside CI a missing engine skips the test with the command
