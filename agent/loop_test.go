@@ -14,8 +14,8 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/toolcall"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/tools"
 )
 

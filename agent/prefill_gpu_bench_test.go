@@ -17,9 +17,9 @@ import (
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/modelgen"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/tools"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/engine"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/tools"
 )

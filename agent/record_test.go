@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"
 )

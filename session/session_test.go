@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/swap"
-	"github.com/visorhq/visor/internal/testmodel"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"

@@ -12,11 +12,11 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // TestGatewayCommand runs `visor gateway` on a config file: the model starts on the first request, answers an

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/internal/enginetest"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/modelgen"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testmodel"
 )
 

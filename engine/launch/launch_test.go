@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // oomLog is llama-server's output when the projector does not fit through Vulkan (real log lines' format).

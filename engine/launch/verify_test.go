@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 // fakeTwoGPUServer is a stand-in for llama-server on two GPUs, which a CPU machine cannot show: when started at

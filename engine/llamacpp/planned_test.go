@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 // vulkanOOM is what llama-server prints when the weights do not fit through Vulkan (the format of real logs from

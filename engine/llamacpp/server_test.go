@@ -20,10 +20,10 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/modelgen"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 func stories(t *testing.T) string { return enginetest.SharedModel(t, "stories260K.gguf") }

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/modelgen"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 // TestCheckTokenizerRefusesVocabWithoutBytes starts a real server on a model whose vocabulary has only

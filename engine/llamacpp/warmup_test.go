@@ -8,8 +8,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 // TestWarmup runs the warm-up against a real server with vision and a short context: both requests must be

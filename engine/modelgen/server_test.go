@@ -12,10 +12,10 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/modelgen"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testmodel"
 )
 

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/modelgen"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 var (

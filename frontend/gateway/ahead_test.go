@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // heldEngine is a real llama-server whose next EnsureReady calls (as many as hold says) wait for release: a

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 // BenchmarkGatewayStream streams the same request (stories260K, 256 tokens) straight to llama-server and

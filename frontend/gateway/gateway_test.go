@@ -24,10 +24,10 @@ import (
 
 	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
 )
 

@@ -14,10 +14,10 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // gatedEngine is a real conductor whose first EnsureReady waits for the test to open the gate: the tiny model

@@ -12,10 +12,10 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/visorhq/visor/engine/conductor"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/frontend/gateway"
+	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 // TestGatewayCompletions: /v1/completions reaches the real llama-server and answers with the requested name.

@@ -16,9 +16,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/mcpserver"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"

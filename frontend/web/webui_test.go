@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/frontend/web"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 )

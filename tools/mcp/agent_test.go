@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/tools"
 )
 

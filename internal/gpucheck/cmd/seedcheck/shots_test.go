@@ -16,8 +16,8 @@ import (
 
 	"github.com/visorhq/visor/engine"
 
-	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/enginetest"
 )
 
 // TestScreenshot: the generated screenshots decode at their size, and two seeds give different images (the

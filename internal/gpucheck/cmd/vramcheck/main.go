@@ -27,8 +27,8 @@ import (
 
 	"github.com/visorhq/visor/engine/gguf"
 	vtm "github.com/visorhq/visor/engine/modelgen"
-	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/engine/vram"
+	"github.com/visorhq/visor/internal/testmodel"
 )
 
 type shape struct {
