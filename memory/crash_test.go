@@ -258,3 +258,45 @@ func TestCrashWhileCreatingTheSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestFullDiskKeepsCommittedSteps fills the database to SQLite's page limit (PRAGMA max_page_count), which fails
+// a write with SQLITE_FULL exactly as a full disk does: the step that does not fit is refused whole with an error
+// that says so, the steps before it stay readable and searchable, and writing resumes once there is room.
+func TestFullDiskKeepsCommittedSteps(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	s.db.SetMaxOpenConns(1) // max_page_count is per connection
+	sess := newSession(t, s, Session{Title: "full"})
+	appendText(t, s, sess.ID, Message{Role: "user", Content: "kept before the disk filled"})
+	var pages int64
+	if err := s.db.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+2)); err != nil {
+		t.Fatal(err)
+	}
+	big := Step{Messages: []Message{
+		{Role: "assistant", Content: "a screenshot that does not fit", Images: []Image{{Data: pngBytes(t, 400, 400, color.Gray{Y: 7})}}},
+		{Role: "tool", ToolCallID: "c", Content: strings.Repeat("log line that fills the disk\n", 4000)},
+	}}
+	err := s.AppendStep(ctx, sess.ID, big)
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), s.Path()) {
+		t.Fatalf("append to a full database: %v, want ErrDiskFull naming the file", err)
+	}
+	msgs, err := s.Messages(ctx, sess.ID)
+	if err != nil || len(msgs) != 1 || msgs[0].Content != "kept before the disk filled" {
+		t.Fatalf("after the failed step: %+v %v", msgs, err)
+	}
+	if hits, err := s.Search(ctx, Query{Text: "disk"}); err != nil || len(hits) != 1 {
+		t.Errorf("search after the failed step: %+v %v", hits, err)
+	}
+	if _, err := s.db.Exec(`PRAGMA max_page_count = 1073741823`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendStep(ctx, sess.ID, big); err != nil {
+		t.Fatalf("append once there is room: %v", err)
+	}
+	if msgs, err := s.Messages(ctx, sess.ID); err != nil || len(msgs) != 3 || len(msgs[1].Images) != 1 {
+		t.Fatalf("after room was made: %d messages %v", len(msgs), err)
+	}
+}

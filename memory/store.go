@@ -295,12 +295,21 @@ func (s *Store) withTx(ctx context.Context, what string, fn func(*sql.Tx) error)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return indexError(err)
+		return s.fullError(indexError(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("memory: %s: commit: %w", what, err)
+		return s.fullError(fmt.Errorf("memory: %s: commit: %w", what, err))
 	}
 	return nil
+}
+
+// fullError says what to do about SQLITE_FULL: nothing of the transaction was written, and it can be retried.
+func (s *Store) fullError(err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
+		return fmt.Errorf("%w (%s): free space there and retry; nothing of this write was stored: %w", ErrDiskFull, s.path, err)
+	}
+	return err
 }
 
 func toMillis(t time.Time) int64 { return t.UnixMilli() }

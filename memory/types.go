@@ -15,6 +15,7 @@ var (
 	ErrNewerSchema  = errors.New("database schema is newer than this build of visor")
 	ErrNoFTS5       = errors.New("this build of visor has no FTS5, which the search index uses")
 	ErrBadQuery     = errors.New("bad search query")
+	ErrDiskFull     = errors.New("the disk holding the database is full")
 	ErrInvalidInput = errors.New("invalid input")
 )
 
