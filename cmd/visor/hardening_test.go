@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 )
@@ -244,5 +245,44 @@ func TestNegativeCountsAndUnsetKeyVariablesAreErrors(t *testing.T) {
 	_, _, err = runSafely(t, []string{"ask", "hi", "--no-store", "--model", "remote"}, strings.NewReader(""))
 	if err == nil || !strings.Contains(err.Error(), "api_key_env "+unset+" is not set") {
 		t.Errorf("--model remote with api_key_env unset: %v", err)
+	}
+}
+
+// Issue 24, finding 6: a --port among the engine's extra arguments started llama-server elsewhere and visor waited
+// for it forever; so from the command line, the config file and the gateway's models file. Each is refused by
+// name before anything starts.
+func TestEngineArgumentsVisorOwnsAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	chat, _, err := testmodel.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgHome := filepath.Join(dir, "cfg")
+	if err := os.MkdirAll(filepath.Join(cfgHome, "visor"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := "model: tiny\nmodels:\n  tiny:\n    path: " + chat + "\n    plan: \"off\"\n    server_args: [--port, \"1\"]\n"
+	if err := os.WriteFile(filepath.Join(cfgHome, "visor", "config.yaml"), []byte(cfgFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	models := filepath.Join(dir, "models.yaml")
+	gw := "addr: 127.0.0.1:0\npreload: [tiny]\nmodels:\n  tiny:\n    model: " + chat + "\n    args: [--host, 0.0.0.0]\n"
+	if err := os.WriteFile(models, []byte(gw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"ask", "hi", "--model", chat, "--plan", "off", "--no-store", "--server-arg", "--port", "--server-arg", "1"}, `"--port"`},
+		{nil, []string{"ask", "hi", "--model", chat, "--plan", "off", "--no-store", "--server-arg=-m", "--server-arg", chat}, `"-m"`},
+		{[]string{"XDG_CONFIG_HOME=" + cfgHome}, []string{"ask", "hi", "--no-store"}, `"--port"`},
+		{nil, []string{"gateway", "--config", models}, `"--host"`},
+	} {
+		code, stdout, stderr := visorProcess(t, c.env, c.args...)
+		if code == 0 || !strings.Contains(stderr, "engine argument "+c.want) || !strings.Contains(stderr, "visor sets itself") {
+			t.Errorf("visor %v: exit %d, want a refusal naming %s:\n%s%s", c.args, code, c.want, stdout, stderr)
+		}
 	}
 }

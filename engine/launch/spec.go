@@ -101,6 +101,11 @@ func (s Spec) ValidateFrom(origin string) error {
 	if s.FlashAttn != "" && !contains([]string{"on", "off", "auto"}, s.FlashAttn) {
 		errs = append(errs, fmt.Errorf("--flash-attn %q: use on, off or auto", s.FlashAttn))
 	}
+	if s.Endpoint == "" {
+		if err := llamacpp.CheckExtraArgs(s.ExtraArgs); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.KVType != "" && !contains(KVTypes, s.KVType) {
 		errs = append(errs, fmt.Errorf("--cache-type %q: use f16, q8_0 or q4_0 (or f32, bf16, q4_1, iq4_nl, q5_0, q5_1)", s.KVType))
 	}

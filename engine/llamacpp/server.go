@@ -161,6 +161,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Binary = bin
+	if err := CheckExtraArgs(cfg.ExtraArgs); err != nil {
+		return nil, err
+	}
 	model, mmproj, err := cfg.files()
 	if err != nil {
 		return nil, err
