@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visorhq/visor/engine/testmodel"
 	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
 )
 
