@@ -7,16 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/session/report"
 )
-
-// maxSimFile bounds a trace or cost file: real ones are kilobytes.
-const maxSimFile = 16 << 20
 
 // cmdSimulate is `visor simulate`: replay agent traces against a cost model and compare the swap scheduler with
 // its baselines.
@@ -25,7 +20,7 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 	var traces listFlag
 	fs.Var(&traces, "trace", "agent trace JSON (repeatable; format: engine/swap/trace.md)")
-	costsArg := fs.String("costs", "seed", "cost model: a JSON file, a preset ("+presetNames()+
+	costsArg := fs.String("costs", "seed", "cost model: a JSON file, a preset ("+report.PresetNames()+
 		"), or stored[:TEXT]: the engine costs measured into --db (the latest, or the engine whose key has TEXT)")
 	db := fs.String("db", "", "conversation database for --costs stored (default ~/.local/share/visor/visor.db)")
 	asJSON := fs.Bool("json", false, "print the reports as JSON")
@@ -41,16 +36,16 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var costs swap.Costs
 	if *costsArg == "stored" || strings.HasPrefix(*costsArg, "stored:") {
-		costs, err = loadStoredCosts(ctx, *db, *costsArg)
+		costs, err = storedCosts(ctx, *db, *costsArg)
 	} else {
-		costs, err = loadCosts(*costsArg)
+		costs, err = report.LoadCosts(*costsArg)
 	}
 	if err != nil {
 		return err
 	}
 	var reports []swap.Report
 	for _, path := range traces {
-		data, err := readSimFile(path)
+		data, err := report.ReadFile(path)
 		if err != nil {
 			return err
 		}
@@ -94,52 +89,16 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func presetNames() string {
-	var names []string
-	for n := range swap.Presets() {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-func loadCosts(arg string) (swap.Costs, error) {
-	if c, ok := swap.Presets()[arg]; ok {
-		return c, nil
-	}
-	data, err := readSimFile(arg)
-	if err != nil {
-		return swap.Costs{}, fmt.Errorf("--costs: %w (or name a preset: %s)", err, presetNames())
-	}
-	c, err := swap.ParseCosts(data)
+// storedCosts is --costs stored[:TEXT]: a cost model measured into the database.
+func storedCosts(ctx context.Context, db, arg string) (swap.Costs, error) {
+	store, err := openExistingStore(ctx, db)
 	if err != nil {
 		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, err)
 	}
-	return c, nil
-}
-
-// readSimFile reads a small regular file; anything else (a FIFO, a device, a huge file) is refused rather
-// than blocked on or read whole.
-func readSimFile(path string) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO must not wait for a writer; the mode check below then refuses it.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	defer store.Close()
+	models, err := report.StoredModels(ctx, store)
 	if err != nil {
-		return nil, err
+		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxSimFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxSimFile {
-		return nil, fmt.Errorf("%s: larger than %d MiB: not a trace or cost file", path, maxSimFile>>20)
-	}
-	return data, nil
+	return report.PickStored(models, arg)
 }

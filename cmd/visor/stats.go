@@ -8,13 +8,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
-	"github.com/visorhq/visor/engine/swap"
-	"github.com/visorhq/visor/internal/termtext"
-	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
+	"github.com/visorhq/visor/session/report"
 )
 
 // cmdStats is `visor stats [SESSION]` (or `visor stats --costs`: the engines' measured cost models): what each step of a stored session cost (prompt and cached tokens, time to
@@ -35,7 +31,16 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if len(pos) > 0 {
 			return fmt.Errorf("stats --costs: the cost models are per engine, not per session: drop %q", pos[0])
 		}
-		return printCosts(ctx, *db, *asJSON, stdout)
+		store, err := openExistingStore(ctx, *db)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		models, err := report.StoredModels(ctx, store)
+		if err != nil {
+			return err
+		}
+		return report.WriteCosts(stdout, models, *asJSON)
 	}
 	if len(pos) > 1 {
 		return fmt.Errorf("stats: one session at a time, got %d: visor stats [SESSION]", len(pos))
@@ -72,10 +77,10 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	steps := statSteps(msgs, events)
+	steps := report.Steps(msgs, events)
 	switch {
 	case *asTrace:
-		b, err := json.MarshalIndent(traceOf(id, steps), "", "  ")
+		b, err := json.MarshalIndent(report.Trace(id, steps), "", "  ")
 		if err != nil {
 			return err
 		}
@@ -86,132 +91,5 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetIndent("", "  ")
 		return enc.Encode(steps)
 	}
-	fmt.Fprintf(stdout, "session %s\n", termtext.Clean(id))
-	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "step\tprompt\tcached\timages\tprefilled ahead\tfirst token\ttokens\ttokens/s\tdraft accepted")
-	for i, s := range steps {
-		acc := "—"
-		if s.DraftTokens > 0 {
-			acc = fmt.Sprintf("%.0f%% of %d", 100*float64(s.DraftAccepted)/float64(s.DraftTokens), s.DraftTokens)
-		}
-		ahead := "—"
-		switch {
-		case s.PrefillTime > 0 && s.PrefillWait > 0:
-			ahead = fmt.Sprintf("%s (%s hidden, %s exposed)", s.PrefillTime.Round(time.Millisecond),
-				max(s.PrefillTime-s.PrefillWait, 0).Round(time.Millisecond), min(s.PrefillWait, s.PrefillTime).Round(time.Millisecond))
-		case s.PrefillTime > 0:
-			ahead = fmt.Sprintf("%s (hidden)", s.PrefillTime.Round(time.Millisecond))
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f\t%s\n", i+1, s.PromptTokens, s.CachedTokens, s.Images, ahead,
-			s.TTFT.Round(time.Millisecond), s.Generated, s.TokensPerSecond, acc)
-	}
-	tw.Flush()
-	for _, e := range events {
-		if e.Kind == memory.EnginePrefill || e.Kind == memory.EnginePrefillWait {
-			continue
-		}
-		// The detail quotes the engine (an error, a path): it must not drive the terminal.
-		fmt.Fprintf(stdout, "engine %s at %s (%s) %s\n", termtext.Clean(string(e.Kind)), e.At.Format(time.TimeOnly), e.Duration.Round(time.Millisecond), termtext.Clean(string(e.Detail)))
-	}
-	return nil
-}
-
-// statStep is one model request of a session.
-type statStep struct {
-	At              time.Time     `json:"at"`
-	After           string        `json:"after"` // "user" or "tools": what the request followed
-	Wait            time.Duration `json:"wait_ns"`
-	PromptTokens    int           `json:"prompt_tokens"`
-	CachedTokens    int           `json:"cached_tokens"`
-	Images          int           `json:"images"`
-	ImageSizes      [][2]int      `json:"image_sizes,omitempty"`
-	PrefillTime     time.Duration `json:"prefill_ns,omitempty"`
-	PrefillLead     time.Duration `json:"prefill_lead_ns,omitempty"`
-	PrefillWait     time.Duration `json:"prefill_wait_ns,omitempty"` // the request waited this long for a prefill to end
-	TTFT            time.Duration `json:"ttft_ns"`
-	Generated       int           `json:"generated"`
-	TokensPerSecond float64       `json:"tokens_per_second"`
-	DraftTokens     int           `json:"draft_tokens,omitempty"`
-	DraftAccepted   int           `json:"draft_accepted,omitempty"`
-}
-
-// statSteps pairs each assistant message with the messages before it (its request's new input) and the prefill
-// events that prepared it.
-func statSteps(msgs []memory.Message, events []memory.EngineEvent) []statStep {
-	var out []statStep
-	var prevEnd time.Time
-	cur := statStep{After: "user"}
-	for _, m := range msgs {
-		switch m.Role {
-		case "user", "tool":
-			if m.Role == "tool" {
-				cur.After = "tools"
-			}
-			for _, im := range m.Images {
-				cur.Images++
-				cur.ImageSizes = append(cur.ImageSizes, [2]int{im.Width, im.Height})
-			}
-			if cur.At.IsZero() {
-				cur.At = m.CreatedAt
-			}
-		case "assistant":
-			t := m.Timings
-			if t == nil {
-				continue
-			}
-			cur.PromptTokens, cur.CachedTokens, cur.Generated = t.PromptTokens, t.CachedTokens, t.GeneratedTokens
-			cur.TTFT, cur.TokensPerSecond = t.TimeToFirstToken, t.TokensPerSecond
-			cur.DraftTokens, cur.DraftAccepted = t.DraftTokens, t.DraftAccepted
-			start := m.CreatedAt.Add(-t.Duration)
-			if !prevEnd.IsZero() && start.After(prevEnd) {
-				cur.Wait = start.Sub(prevEnd)
-			}
-			for _, e := range events {
-				if e.Kind == memory.EnginePrefillWait && e.At.After(prevEnd) && !e.At.After(start) {
-					cur.PrefillWait += e.Duration
-				}
-				if e.Kind == memory.EnginePrefill && e.At.After(prevEnd) && !e.At.After(start) {
-					cur.PrefillTime += e.Duration
-					if lead := start.Sub(e.At.Add(-e.Duration)); lead > cur.PrefillLead {
-						cur.PrefillLead = lead
-					}
-				}
-			}
-			out = append(out, cur)
-			prevEnd = m.CreatedAt
-			cur = statStep{After: "user"}
-		}
-	}
-	return out
-}
-
-// traceOf maps a stored session onto the simulator's trace format (engine/swap/trace.md, "Exporting a real
-// session").
-func traceOf(id string, steps []statStep) swap.Trace {
-	tr := swap.Trace{Name: "session " + id, Description: "exported by visor stats --trace"}
-	for _, s := range steps {
-		st := swap.Step{PromptTokens: max(s.PromptTokens, 1), OutputTokens: max(s.Generated, 1)}
-		if s.After == "tools" {
-			st.Tools = swap.Duration(s.Wait)
-		} else {
-			st.User = swap.Duration(s.Wait)
-		}
-		if s.DraftTokens > 0 {
-			a := float64(s.DraftAccepted) / float64(s.DraftTokens)
-			st.Acceptance = &a
-		}
-		for _, wh := range s.ImageSizes {
-			im := swap.TraceImage{Width: wh[0], Height: wh[1]}
-			if im.Width == 0 || im.Height == 0 {
-				im = swap.TraceImage{Tokens: 256}
-			}
-			if s.PrefillLead > 0 {
-				im.KnownAhead = swap.Duration(s.PrefillLead)
-				im.AnnouncedAhead = im.KnownAhead
-			}
-			st.Images = append(st.Images, im)
-		}
-		tr.Steps = append(tr.Steps, st)
-	}
-	return tr
+	return report.WriteSteps(stdout, id, steps, events)
 }
