@@ -410,16 +410,18 @@ type respWriter struct {
 	buf    bytes.Buffer // a whole answer, an error, or a partial stream line
 	stream bool
 
-	seq     int
-	started bool
-	text    strings.Builder
-	textID  string
-	reason  strings.Builder
-	calls   []*respCall
-	open    string // "text", "call" or ""
-	finish_ string
-	usage   gjson.Result
-	failed  gjson.Result // an error event that ended the stream
+	seq      int
+	started  bool
+	text     strings.Builder
+	textID   string
+	reason   strings.Builder
+	reasonID string
+	order    []string // the output items' ids, in the order they were opened
+	calls    []*respCall
+	open     string // "text", "call" or ""
+	finish_  string
+	usage    gjson.Result
+	failed   gjson.Result // an error event that ended the stream
 }
 
 type respCall struct {
@@ -524,14 +526,29 @@ func (t *respWriter) chunk(c gjson.Result) {
 		return
 	}
 	d := ch.Get("delta")
-	if rc := d.Get("reasoning_content"); rc.Type == gjson.String {
+	if rc := d.Get("reasoning_content"); rc.Type == gjson.String && rc.String() != "" {
+		if t.open != "reasoning" {
+			t.closeOpen()
+			if t.reasonID == "" {
+				t.reasonID = newID("rs_")
+				t.order = append(t.order, t.reasonID)
+			}
+			t.open = "reasoning"
+			t.event("response.output_item.added", map[string]any{"output_index": t.outputs(), "item": map[string]any{
+				"id": t.reasonID, "type": "reasoning", "summary": []any{}}})
+			t.event("response.reasoning_summary_part.added", map[string]any{"item_id": t.reasonID, "output_index": t.outputs(),
+				"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}})
+		}
 		t.reason.WriteString(rc.String())
+		t.event("response.reasoning_summary_text.delta", map[string]any{"item_id": t.reasonID, "output_index": t.outputs(),
+			"summary_index": 0, "delta": rc.String()})
 	}
 	if s := d.Get("content"); s.Type == gjson.String && s.String() != "" {
 		if t.open != "text" {
 			t.closeOpen()
 			if t.textID == "" {
 				t.textID = newID("msg_")
+				t.order = append(t.order, t.textID)
 			}
 			t.open = "text"
 			t.event("response.output_item.added", map[string]any{"output_index": t.outputs(), "item": map[string]any{
@@ -556,6 +573,7 @@ func (t *respWriter) chunk(c gjson.Result) {
 				call.callID = newID("call_")
 			}
 			t.calls[idx] = call
+			t.order = append(t.order, call.id)
 			t.open = "call"
 			t.event("response.output_item.added", map[string]any{"output_index": call.index, "item": map[string]any{
 				"id": call.id, "type": "function_call", "status": "in_progress", "call_id": call.callID, "name": call.name, "arguments": ""}})
@@ -573,19 +591,15 @@ func (t *respWriter) chunk(c gjson.Result) {
 
 // outputs is the output index of the item being written: the items opened so far, less one when one is open.
 func (t *respWriter) outputs() int {
-	n := 0
-	if t.textID != "" {
-		n++
-	}
-	for _, c := range t.calls {
-		if c != nil {
-			n++
-		}
-	}
+	n := len(t.order)
 	if t.open != "" {
 		n--
 	}
 	return n
+}
+
+func (t *respWriter) reasonItem() map[string]any {
+	return map[string]any{"id": t.reasonID, "type": "reasoning", "summary": []any{map[string]string{"type": "summary_text", "text": t.reason.String()}}}
 }
 
 func (t *respWriter) textItem(status string) map[string]any {
@@ -599,6 +613,12 @@ func (c *respCall) item() map[string]any {
 
 func (t *respWriter) closeOpen() {
 	switch t.open {
+	case "reasoning":
+		idx := t.outputs()
+		t.event("response.reasoning_summary_text.done", map[string]any{"item_id": t.reasonID, "output_index": idx, "summary_index": 0, "text": t.reason.String()})
+		t.event("response.reasoning_summary_part.done", map[string]any{"item_id": t.reasonID, "output_index": idx, "summary_index": 0,
+			"part": map[string]any{"type": "summary_text", "text": t.reason.String()}})
+		t.event("response.output_item.done", map[string]any{"output_index": idx, "item": t.reasonItem()})
 	case "text":
 		idx := t.outputs()
 		t.event("response.output_text.done", map[string]any{"item_id": t.textID, "output_index": idx, "content_index": 0, "text": t.text.String(), "logprobs": []any{}})
@@ -617,26 +637,27 @@ func (t *respWriter) closeOpen() {
 	t.open = ""
 }
 
-// output lists the answer's items in order: reasoning, the message, the calls.
+// output lists the answer's items in the order they were opened (streamed) or reasoning, message, calls.
 func (t *respWriter) output() ([]any, map[string]json.RawMessage) {
 	var out []any
 	items := map[string]json.RawMessage{}
-	keep := func(id string, it map[string]any) {
-		out = append(out, it)
-		b, _ := json.Marshal(it)
-		items[id] = b
-	}
-	if t.reason.Len() > 0 {
-		id := newID("rs_")
-		keep(id, map[string]any{"id": id, "type": "reasoning", "summary": []any{map[string]string{"type": "summary_text", "text": t.reason.String()}}})
+	byID := map[string]map[string]any{}
+	if t.reasonID != "" {
+		byID[t.reasonID] = t.reasonItem()
 	}
 	if t.textID != "" {
-		keep(t.textID, t.textItem("completed"))
+		byID[t.textID] = t.textItem("completed")
 	}
 	for _, c := range t.calls {
 		if c != nil {
-			keep(c.id, c.item())
+			byID[c.id] = c.item()
 		}
+	}
+	for _, id := range t.order {
+		it := byID[id]
+		out = append(out, it)
+		b, _ := json.Marshal(it)
+		items[id] = b
 	}
 	return out, items
 }
@@ -718,16 +739,20 @@ func (t *respWriter) finish() {
 	t.usage = c.Get("usage")
 	m := c.Get("choices.0.message")
 	if s := m.Get("reasoning_content").String(); s != "" {
+		t.reasonID = newID("rs_")
+		t.order = append(t.order, t.reasonID)
 		t.reason.WriteString(s)
 	}
 	if s := m.Get("content").String(); s != "" {
 		t.textID = newID("msg_")
+		t.order = append(t.order, t.textID)
 		t.text.WriteString(s)
 	}
 	m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 		call := &respCall{id: newID("fc_"), callID: tc.Get("id").String(), name: tc.Get("function.name").String()}
 		call.args.WriteString(tc.Get("function.arguments").String())
 		t.calls = append(t.calls, call)
+		t.order = append(t.order, call.id)
 		return true
 	})
 	t.finish_ = c.Get("choices.0.finish_reason").String()

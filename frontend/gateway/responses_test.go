@@ -131,3 +131,59 @@ func TestGatewayResponses(t *testing.T) {
 		t.Fatalf("item_reference: %d %s", st, b)
 	}
 }
+
+// TestResponsesStreamReasoning: a thinking model's reasoning_content streams as a reasoning item before the
+// message, with output indexes matching the final response's items. The FAKE llama-server replays a thinking
+// model's chunks, which the tiny model cannot write.
+func TestResponsesStreamReasoning(t *testing.T) {
+	fake := &fakeLlamaServer{reply: func(req map[string]any, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{`{"reasoning_content":"Let me"}`, `{"reasoning_content":" think."}`, `{"content":"Hi"}`, `{"content":"!"}`} {
+			io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"finish_reason":null,"delta":`+d+"}]}\n\n")
+		}
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","delta":{}}],"usage":{"prompt_tokens":5,"completion_tokens":4}}`+"\n\ndata: [DONE]\n\n")
+	}}
+	_, base := fakeGateway(t, fake.start(t))
+	resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"fake","stream":true,"input":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	index := map[string]float64{} // item id → output_index its events used
+	var reasoning, text string
+	var final map[string]any
+	for _, ev := range strings.Split(string(raw), "\n\n") {
+		_, data, ok := strings.Cut(ev, "data: ")
+		if !ok {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		switch e["type"] {
+		case "response.output_item.added":
+			index[e["item"].(map[string]any)["id"].(string)] = e["output_index"].(float64)
+		case "response.reasoning_summary_text.delta":
+			reasoning += e["delta"].(string)
+		case "response.output_text.delta":
+			text += e["delta"].(string)
+		case "response.completed":
+			final = e["response"].(map[string]any)
+		}
+	}
+	out, _ := final["output"].([]any)
+	if reasoning != "Let me think." || text != "Hi!" || len(out) != 2 {
+		t.Fatalf("reasoning %q text %q output %v\n%s", reasoning, text, out, raw)
+	}
+	for i, o := range out {
+		it := o.(map[string]any)
+		if index[it["id"].(string)] != float64(i) {
+			t.Errorf("item %d (%s) was streamed at output_index %v", i, it["type"], index[it["id"].(string)])
+		}
+	}
+	if out[0].(map[string]any)["type"] != "reasoning" || out[1].(map[string]any)["type"] != "message" {
+		t.Errorf("output %v: want reasoning, then the message", out)
+	}
+}
