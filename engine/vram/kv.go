@@ -24,15 +24,15 @@ type StepCosts struct {
 	ImagesPerStep             float64
 }
 
-// DefaultStepCosts are §9's numbers. KV speed: §9 measured q4_0 KV only (190–208 tokens/s resident); f16 and
-// q8_0 were not measured apart, so quantized caches are charged a few per cent, an assumption, until the
-// device run measures them.
+// DefaultStepCosts are §9's numbers. KV speed relative to f16, measured on the H200 (scripts/gpu-window-check.sh:
+// Vulkan, the stand-in at -c 65536 with MTP at synthetic acceptance 2.6, median of 4 requests of 256 tokens):
+// f16 204 tokens/s, q8_0 152 (138–178), q4_0 187 (163–208). q8_0 decodes slowest in this build.
 func DefaultStepCosts() StepCosts {
 	return StepCosts{
 		TokensPerSecond: map[Mode]float64{ModeResident: 199, ModeVisionCPU: 192.5, ModeVisionNoMTP: 164.5, ModeTextOnly: 191,
 			ModeSwap: 195, ModeProjectorApart: 199, ModeDraftApart: 185, ModeSplit: 180},
-		KVSpeed:       map[string]float64{"f16": 1, "q8_0": 0.97, "q4_0": 0.95},
-		KVSpeedSource: "assumed (not measured apart)",
+		KVSpeed:       map[string]float64{"f16": 1, "q8_0": 0.746, "q4_0": 0.918},
+		KVSpeedSource: "measured on the H200: f16 204, q8_0 152, q4_0 187 tokens/s",
 		EncodeGPU:     370 * time.Microsecond, EncodeCPU: 13 * time.Millisecond, Swap: 753 * time.Millisecond,
 		OutputTokens: 300, ImageTokens: 1054, ImagesPerStep: 1,
 	}
@@ -77,9 +77,14 @@ type KVChoice struct {
 // kvTypes are the cache types the plan tries, most precise first.
 var kvTypes = []string{"f16", "q8_0", "q4_0"}
 
-// chooseKV plans a vision session with each KV cache type and keeps the type whose recommended mode, at the
-// full requested context, costs least per step; a type whose best mode cuts the context ranks below every full
-// one (as in Candidates), and ties go to the more precise type. It returns the f16 plan unchanged when that is
+// precisionSlack is how much slower per step a more precise KV cache may be and still be chosen: q8_0 keeps a
+// long context's recall close to f16's and q4_0 does not (llama.cpp's KV-quantization perplexity results; not
+// measured here), which is worth a quarter of a step's time.
+const precisionSlack = 1.25
+
+// chooseKV plans a vision session with each KV cache type and keeps the most precise type whose recommended
+// mode, at the full requested context, costs at most precisionSlack times the cheapest one per step; a type whose
+// best mode cuts the context ranks below every full one (as in Candidates). It returns the f16 plan unchanged when that is
 // the choice, or when no type keeps the context.
 func chooseKV(model Facts, proj *Facts, gpu GPU, opts Options, f16 Result, costs StepCosts) (Result, *KVChoice) {
 	type cand struct {
@@ -88,7 +93,7 @@ func chooseKV(model Facts, proj *Facts, gpu GPU, opts Options, f16 Result, costs
 		mode ModePlan
 		step time.Duration
 	}
-	var best *cand
+	var cands []cand
 	var lines []string
 	for _, kv := range kvTypes {
 		res := f16
@@ -116,17 +121,27 @@ func chooseKV(model Facts, proj *Facts, gpu GPU, opts Options, f16 Result, costs
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("%s: %s %s", kv, rec.Mode, step.Round(10*time.Millisecond)))
-		if best == nil || step < best.step {
-			best = &cand{kv: kv, res: res, mode: rec, step: step}
-		}
+		cands = append(cands, cand{kv: kv, res: res, mode: rec, step: step})
 	}
-	if best == nil {
+	if len(cands) == 0 {
 		return f16, nil
+	}
+	fastest := cands[0].step
+	for _, c := range cands {
+		fastest = min(fastest, c.step)
+	}
+	var best *cand
+	for i := range cands { // most precise first
+		if float64(cands[i].step) <= precisionSlack*float64(fastest) {
+			best = &cands[i]
+			break
+		}
 	}
 	why := fmt.Sprintf("%s KV: %s (%s) at the full %d tokens. Per step with %g screenshot(s) of %d tokens and %d "+
 		"output tokens: %s (KV decode speed %s; encode %s/token on the GPU, %s on the CPU)", best.kv, best.mode.Mode,
 		best.mode.Description, best.res.Options.Ctx, costs.ImagesPerStep, costs.ImageTokens, costs.OutputTokens,
 		strings.Join(lines, "; "), costs.KVSpeedSource, costs.EncodeGPU, costs.EncodeCPU)
+	why += fmt.Sprintf("; the most precise cache within %.0f%% of the fastest", 100*(precisionSlack-1))
 	if best.kv == "f16" {
 		return f16, nil
 	}

@@ -45,15 +45,17 @@ type ChatTurn struct {
 
 // ChatRun is the -chat result.
 type ChatRun struct {
-	Turns        int        `json:"turns"`
-	TypingS      float64    `json:"typing_s"`
-	StartSeconds float64    `json:"start_s"`
-	Mode         string     `json:"mode"`
-	NCtx         int        `json:"n_ctx"`
-	KVLines      []string   `json:"kv_lines"`
-	Window       string     `json:"window"`
-	Results      []ChatTurn `json:"results"`
-	Checks       []string   `json:"checks"`
+	Turns        int      `json:"turns"`
+	TypingS      float64  `json:"typing_s"`
+	StartSeconds float64  `json:"start_s"`
+	Mode         string   `json:"mode"`
+	NCtx         int      `json:"n_ctx"`
+	KVLines      []string `json:"kv_lines"`
+	Window       string   `json:"window"`
+	// CompileSeconds are the uncounted warm-up turns' times (the first 1080p images after an install).
+	CompileSeconds []float64  `json:"compile_s"`
+	Results        []ChatTurn `json:"results"`
+	Checks         []string   `json:"checks"`
 }
 
 // recorder is a pass-through proxy in front of llama-server that keeps the last chat request's body: the floor
@@ -119,7 +121,16 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 	cmd.Env = append(os.Environ(), "VISOR_ENGINE_DIR="+state)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	stderr, _ := cmd.StderrPipe()
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			fmt.Fprintln(os.Stderr, sc.Text())
+			if i := strings.Index(sc.Text(), "engine started in mode "); i >= 0 {
+				cr.Mode = sc.Text()[i+len("engine started in mode "):]
+			}
+		}
+	}()
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fail(err)
@@ -185,12 +196,28 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 	if err != nil {
 		return fail(err)
 	}
+	// A first session of two screenshot turns, not counted: the first 1080p images after an install compile the
+	// GPU pipelines for their shapes (over a minute on Vulkan, once: the driver keeps them), which is not what a
+	// long session's turns cost.
+	if warm, err := svc.Open(ctx, session.OpenOptions{Title: "warm-up"}); err == nil {
+		for i := range 2 {
+			t0 := time.Now()
+			png, err := screenshot(1920, 1080, uint64(500+i))
+			if err == nil {
+				_, err = warm.Turn(ctx, "What is on the screen?", []tools.Image{{MIME: "image/png", Data: png}}, nil)
+			}
+			cr.CompileSeconds = append(cr.CompileSeconds, time.Since(t0).Seconds())
+			say("chat warm-up turn %d: %.1f s %v", i+1, time.Since(t0).Seconds(), err)
+		}
+		warm.Close()
+	}
 	sess, err := svc.Open(ctx, session.OpenOptions{Title: "screenshot chat"})
 	if err != nil {
 		return fail(err)
 	}
 	defer sess.Close()
 	_ = logs
+	lo, hi := 0, 0
 	for i := 1; i <= turns; i++ {
 		t := ChatTurn{Turn: i}
 		png, err := screenshot(1920, 1080, uint64(1000+i))
@@ -226,6 +253,11 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 		}
 		body := rec.body()
 		t.Images = bytes.Count(body, []byte(`"type":"image_url"`))
+		if lo == 0 || t.Images < lo {
+			lo = t.Images
+		}
+		hi = max(hi, t.Images)
+		cr.Window = fmt.Sprintf("%d to %d images a request", lo, hi)
 		floor, pn, err := floorRequest(ctx, base, body, res.Final)
 		if err != nil {
 			t.Err = "floor: " + err.Error()
