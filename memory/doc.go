@@ -19,9 +19,10 @@
 //     and scores are compared with FTS5's on the same data (TestFTS4SearchMatchesFTS5).
 //   - Raw queries (Query.Raw) go to each module's own syntax; FTS4's is close to FTS5's but not stemmed.
 //
-// FTS5 stays where compiled because it is the faster index: over BenchmarkSearch's 100k messages FTS4 took
-// 3–6 times as long for common and prefix terms (every match is scored through a cgo callback, and each term
-// costs vocabulary and count queries), 2–10 times for rare and two terms.
+// FTS5 stays where it is compiled in because one FTS4 index everywhere would search slower in every build:
+// over BenchmarkSearch's 100k messages (p50, one loaded two-core run, mattn both) FTS4 took 3–11 times as long: common term 700 ms against 102, prefix 432 against 93, rare 1.0 against 0.35, two terms 12
+// against 1.2. Every match is scored through a cgo callback, and each term costs vocabulary and count
+// queries. (Appending a step is no dearer with FTS4.)
 //
 // The index is made by the store, not by a migration, since its module depends on the build. Open rebuilds
 // an FTS4 index as FTS5 when FTS5 is compiled in (copying its rows, in one transaction). SQLite can neither
