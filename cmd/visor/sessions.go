@@ -10,13 +10,14 @@ import (
 
 	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session/report"
 )
 
 // cmdSessions is `visor sessions …`; --db may appear anywhere in args.
 func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, a := range args {
 		if a == "-h" || a == "--help" || a == "-help" || (a == "help" && args[0] == "help") {
-			_, err := io.WriteString(stdout, sessionsUsage) // before the store opens: help creates no database
+			_, err := io.WriteString(stdout, report.SessionsUsage) // before the store opens: help creates no database
 			return err
 		}
 	}
@@ -29,7 +30,7 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer store.Close()
-	return runSessionsCommand(ctx, store, rest, stdout)
+	return report.RunSessions(ctx, store, rest, stdout, parseFlagsUsage)
 }
 
 // takeDB removes --db PATH (or --db=PATH) from args.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session/report"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,7 +19,7 @@ import (
 func runCLI(t *testing.T, s *memory.Store, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := runSessionsCommand(context.Background(), s, args, &out)
+	err := report.RunSessions(context.Background(), s, args, &out, parseFlagsUsage)
 	return out.String(), err
 }
 

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/visorhq/visor/session"
 )
 
-const sessionsUsage = `usage: visor sessions <command>
+const SessionsUsage = `usage: visor sessions <command>
 
   list [--agent NAME] [--limit N]          sessions, most recent first
   show ID                                  a session's conversation (ID may be a unique prefix)
@@ -33,27 +33,30 @@ const sessionsUsage = `usage: visor sessions <command>
   rm ID [--cascade]                        delete; --cascade also deletes its forks and continuations
 `
 
-// runSessionsCommand runs `visor sessions ARGS...`, writing results to stdout. Dates accept 2006-01-02,
+// ParseFlags parses a subcommand's flags: the command line's own parser, so its errors read as every command's.
+type ParseFlags func(fs *flag.FlagSet, args []string, usage func()) error
+
+// RunSessions runs `visor sessions ARGS...`, writing results to stdout. Dates accept 2006-01-02,
 // RFC 3339, or a duration back from now (36h, 7d).
-func runSessionsCommand(ctx context.Context, store *memory.Store, args []string, stdout io.Writer) error {
+func RunSessions(ctx context.Context, store *memory.Store, args []string, stdout io.Writer, parse ParseFlags) error {
 	if len(args) == 0 {
-		io.WriteString(stdout, sessionsUsage)
+		io.WriteString(stdout, SessionsUsage)
 		return fmt.Errorf("visor sessions: missing command: %w", memory.ErrInvalidInput)
 	}
 	cmd, rest := args[0], args[1:]
 	fs := flag.NewFlagSet("visor sessions "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	fs.Usage = func() { io.WriteString(stdout, sessionsUsage) }
+	fs.Usage = func() { io.WriteString(stdout, SessionsUsage) }
 	switch cmd {
 	case "list", "ls":
 		agent := fs.String("agent", "", "only sessions of this agent")
 		limit := fs.Int("limit", 50, "at most this many")
-		if _, err := parseInterspersed(fs, rest, 0, 0); err != nil {
+		if _, err := parseInterspersed(parse, fs, rest, 0, 0); err != nil {
 			return err
 		}
 		return cliList(ctx, store, session.ListOptions{Agent: *agent, Limit: *limit}, stdout)
 	case "show":
-		id, err := sessionArg(ctx, store, fs, rest)
+		id, err := sessionArg(ctx, store, parse, fs, rest)
 		if err != nil {
 			return err
 		}
@@ -72,7 +75,7 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		until := fs.String("until", "", "before this date")
 		fs.IntVar(&q.Limit, "limit", 20, "at most this many hits")
 		fs.BoolVar(&q.Raw, "raw", false, "SQLite full-text query syntax (FTS5; FTS4 in a build without -tags sqlite_fts5)")
-		pos, err := parseInterspersed(fs, rest, 1, -1)
+		pos, err := parseInterspersed(parse, fs, rest, 1, -1)
 		if err != nil {
 			return err
 		}
@@ -93,14 +96,14 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		format := fs.String("format", "md", "md or json")
 		out := fs.String("out", "", "directory to write ID.md or ID.json (and images) into; default stdout")
 		force := fs.Bool("force", false, "replace an ID.md or ID.json already in --out")
-		id, err := sessionArg(ctx, store, fs, rest)
+		id, err := sessionArg(ctx, store, parse, fs, rest)
 		if err != nil {
 			return err
 		}
 		return cliExport(ctx, store, id, *format, *out, *force, stdout)
 	case "fork":
 		at := fs.Int64("at", 0, "fork after this message (the #N in show); 0 means the last message")
-		id, err := sessionArg(ctx, store, fs, rest)
+		id, err := sessionArg(ctx, store, parse, fs, rest)
 		if err != nil {
 			return err
 		}
@@ -122,7 +125,7 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		return nil
 	case "rm", "delete":
 		cascade := fs.Bool("cascade", false, "also delete forks and continuations of the session")
-		id, err := sessionArg(ctx, store, fs, rest)
+		id, err := sessionArg(ctx, store, parse, fs, rest)
 		if err != nil {
 			return err
 		}
@@ -135,16 +138,16 @@ func runSessionsCommand(ctx context.Context, store *memory.Store, args []string,
 		}
 		return nil
 	case "help", "-h", "--help":
-		io.WriteString(stdout, sessionsUsage)
+		io.WriteString(stdout, SessionsUsage)
 		return nil
 	}
-	io.WriteString(stdout, sessionsUsage)
+	io.WriteString(stdout, SessionsUsage)
 	return fmt.Errorf("visor sessions: unknown command %q: %w", cmd, memory.ErrInvalidInput)
 }
 
 // sessionArg parses a command's flags and its one argument, a session id or unique prefix, and resolves it.
-func sessionArg(ctx context.Context, store *memory.Store, fs *flag.FlagSet, args []string) (string, error) {
-	pos, err := parseInterspersed(fs, args, 1, 1)
+func sessionArg(ctx context.Context, store *memory.Store, parse ParseFlags, fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterspersed(parse, fs, args, 1, 1)
 	if err != nil {
 		return "", err
 	}
@@ -157,10 +160,10 @@ func sessionArg(ctx context.Context, store *memory.Store, fs *flag.FlagSet, args
 
 // parseInterspersed parses flags that may come after positional arguments (`export ID --format json`),
 // which the flag package alone stops at. It checks the number of positionals (max -1: any).
-func parseInterspersed(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+func parseInterspersed(parse ParseFlags, fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
 	var pos []string
 	for {
-		if err := parseFlagsUsage(fs, args, fs.Usage); err != nil {
+		if err := parse(fs, args, fs.Usage); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
@@ -173,7 +176,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, min, max int) ([]string,
 		args = fs.Args()[1:]
 	}
 	if len(pos) < min || (max >= 0 && len(pos) > max) {
-		return nil, fmt.Errorf("%s: got %d arguments (%s): %w\n\n%s", fs.Name(), len(pos), strings.Join(pos, " "), memory.ErrInvalidInput, sessionsUsage)
+		return nil, fmt.Errorf("%s: got %d arguments (%s): %w\n\n%s", fs.Name(), len(pos), strings.Join(pos, " "), memory.ErrInvalidInput, SessionsUsage)
 	}
 	return pos, nil
 }
@@ -306,4 +309,18 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", termtext.Clean(path))
 	return nil
+}
+
+// isTerminal reports whether f is a character device that is not /dev/null.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := file.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
 }
