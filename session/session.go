@@ -43,6 +43,7 @@ type Engine interface {
 // Store keeps conversations; *memory.Store implements it.
 type Store interface {
 	agent.TurnStore
+	catalog
 	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
 	ResolveSessionID(ctx context.Context, prefix string) (string, error)
 	Session(ctx context.Context, id string) (memory.Session, error)

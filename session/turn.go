@@ -287,7 +287,13 @@ type Result struct {
 // an error wrapping ErrNoVision, ErrRejected, ErrEngineCrashed or the engine's error; the session stays usable.
 // ErrNotStored alone means the turn ran and its answer (Result) stands, but the store did not keep it.
 func (s *Session) Turn(ctx context.Context, text string, extra []tools.Image, emit func(agent.Event)) (Result, error) {
-	return s.turn(ctx, text, extra, nil, emit)
+	if emit == nil {
+		emit = func(agent.Event) {}
+	}
+	x := &explains{emit: emit}
+	res, err := s.turn(ctx, text, extra, nil, x.event)
+	x.keep(s, res)
+	return res, err
 }
 
 // turn is Turn; next are images the message after this one carries, known now: they are queued as that

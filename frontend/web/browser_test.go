@@ -204,7 +204,7 @@ func TestPagePasteStopReloadResume(t *testing.T) {
 	steps(t, tctx,
 		chromedp.Reload(),
 		chromedp.WaitVisible(`div.msg.user img`),
-		chromedp.WaitVisible(`nav a.current[data-session="`+id+`"]`),
+		chromedp.WaitVisible(`nav div.item.current[data-session="`+id+`"]`),
 	)
 	if u := text("div.msg.user"); !strings.Contains(u, "What is on my screen?") {
 		t.Fatalf("after reload the page shows %q", u)
@@ -217,7 +217,7 @@ func TestPagePasteStopReloadResume(t *testing.T) {
 	steps(t, tctx,
 		chromedp.Click("button#new"),
 		chromedp.WaitNotPresent(`div.msg.user`),
-		chromedp.Click(`nav a[data-session="`+id+`"]`),
+		chromedp.Click(`nav div.item[data-session="`+id+`"] a`),
 		chromedp.WaitVisible(`div.msg.user img`),
 	)
 	if u := text("div.msg.user"); !strings.Contains(u, "What is on my screen?") {

@@ -132,6 +132,8 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /api/sessions", s.listSessions)
 	mux.HandleFunc("POST /api/sessions/{id}/resume", s.resume)
 	mux.HandleFunc("POST /api/sessions/{id}/stop", s.stop)
+	mux.HandleFunc("PATCH /api/sessions/{id}", s.rename)
+	mux.HandleFunc("DELETE /api/sessions/{id}", s.remove)
 	mux.HandleFunc("GET /api/status", s.status)
 	s.handler = guard.Handler(mux)
 	return s, nil
@@ -307,11 +309,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	event := func(kind string, v any) {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
-		flusher.Flush()
-	}
+	stream := newEventStream(w, flusher)
+	defer stream.close()
+	event := stream.send
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()
 	sess.turn.Lock()
@@ -320,9 +320,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	res, err := sess.conv.Turn(ctx, in.Text, nil, func(ev agent.Event) {
 		switch e := ev.(type) {
 		case agent.Token:
-			event("token", map[string]string{"text": e.Text})
+			stream.text("token", e.Text)
 		case agent.ReasoningToken:
-			event("reasoning", map[string]string{"text": e.Text})
+			stream.text("reasoning", e.Text)
 		case agent.ImagesPending:
 			event("images", map[string]int{"count": e.Count})
 		case agent.Notice:
@@ -367,6 +367,10 @@ type sessionInfo struct {
 // listSessions lists the session service's conversations, newest first: the stored ones, or without a store
 // this server's chats; a chat without a message is not one yet.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query().Get("q"); strings.TrimSpace(q) != "" {
+		s.search(w, r, q)
+		return
+	}
 	ss, err := s.cfg.Sessions.Sessions(r.Context(), session.ListOptions{Limit: 100})
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "list sessions: %v", err)
@@ -383,7 +387,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 const maxInlineImage = 4 << 20
 
 type shownMessage struct {
-	Role      string   `json:"role"`
+	Role string `json:"role"`
+	// Explain are the explanations kept with the turn this person's message opened; End is the turn's line, on
+	// the message that ends it.
+	Explain   []string `json:"explain,omitempty"`
+	End       *turnEnd `json:"end,omitempty"`
 	Content   string   `json:"content,omitempty"`
 	Images    []string `json:"images,omitempty"` // data: URLs
 	Calls     []string `json:"calls,omitempty"`
@@ -439,9 +447,25 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	}
 	history := c.conv.History()
 	msgs := make([]shownMessage, 0, len(history))
-	for _, m := range history {
+	explained, err := s.cfg.Sessions.Explained(r.Context(), c.id)
+	if err != nil {
+		s.cfg.Logger.Warn("explanations for a reload", "session", c.id, "err", err)
+	}
+	ends, turn := turnEnds(history), 0
+	for i, m := range history {
 		sm := shownMessage{Role: m.Role, Content: m.Content, Tool: m.ToolName, IsError: m.IsError, Cut: m.Interrupted,
 			Reasoning: len(m.Reasoning)}
+		if m.Role == "user" && !m.IsError {
+			turn++
+			for _, e := range explained {
+				if e.Turn == turn {
+					sm.Explain = append(sm.Explain, e.Text)
+				}
+			}
+		}
+		if e, ok := ends[i]; ok {
+			sm.End = &e
+		}
 		for _, im := range m.Images {
 			if len(im.Data) <= maxInlineImage {
 				sm.Images = append(sm.Images, "data:"+im.MIME+";base64,"+base64.StdEncoding.EncodeToString(im.Data))
