@@ -116,9 +116,9 @@ func startGateway(t *testing.T, ctx context.Context, names string, args ...strin
 }
 
 // TestGatewayEndpointSendsTheKey: `visor gateway --endpoint URL --api-key KEY` sends the key to a real
-// llama-server started with --api-key (without it the server answers 401).
+// llama-server that requires a key (LLAMA_API_KEY; without it the server answers 401).
 func TestGatewayEndpointSendsTheKey(t *testing.T) {
-	srv := enginetest.Tiny(t, false, llamacpp.Config{ExtraArgs: []string{"--api-key", "s3cret"}})
+	srv := enginetest.Tiny(t, false, llamacpp.Config{Env: []string{"LLAMA_API_KEY=s3cret"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	base, done, errb := startGateway(t, ctx, "remote", "--endpoint", srv.URL(), "--api-key", "s3cret", "--addr", "127.0.0.1:0")
