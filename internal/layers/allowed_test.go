@@ -15,7 +15,7 @@ var allowed = map[string][]string{
 	"cmd": {""}, // anything: flags and wiring
 	// Front ends: the session service, the loop's event and message types, images and tool images, shared helpers.
 	"frontend":            {"session", "agent", "images", "tools", "internal"},
-	"session":             {"agent", "engine", "images", "memory", "tools", "prompts", "internal"},
+	"session":             {"session", "agent", "engine", "images", "memory", "tools", "prompts", "internal"},
 	"agent":               {"agent", "engine", "images", "memory", "prompts", "tools", "internal"},
 	"config":              {"agent/agentfile", "engine/launch", "tools/toolset", "internal"},
 	"tools":               {"tools", "images", "memory", "internal"},
