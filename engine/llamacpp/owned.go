@@ -9,8 +9,9 @@ import (
 // ownedArgs are llama-server's flags that visor sets itself from its own settings; an extra argument that
 // repeats one wins (llama-server takes the last) and leaves visor wrong about the server it started: on another
 // address it waits for a server that never answers there, with another model or projector it plans, names and
-// stores the wrong one, with a key or TLS of its own the server refuses visor's health checks. Each maps to what
-// to use instead.
+// stores the wrong one, with TLS of its own it refuses visor's plain health checks. Each maps to what to use
+// instead. (--api-key is not among them: llama-server's /health answers without the key, and a request without
+// it fails at once with a 401 that says so; --api-key for visor's own client pairs with it.)
 var ownedArgs = map[string]string{
 	"--host":          "visor picks the loopback address it connects to (use visor serve, or the gateway's addr:, to serve others)",
 	"--port":          "visor picks a free port and connects to it (use visor serve, or the gateway's addr:, for a fixed one)",
@@ -27,8 +28,6 @@ var ownedArgs = map[string]string{
 	"--mmproj":        "give the projector as --mmproj (or mmproj: in a config or agent file)",
 	"-mmu":            "download the projector first and give its file as --mmproj",
 	"--mmproj-url":    "download the projector first and give its file as --mmproj",
-	"--api-key":       "visor's engine listens on loopback only; to require a key from clients, use VISOR_SERVE_KEY or the gateway's key",
-	"--api-key-file":  "visor's engine listens on loopback only; to require a key from clients, use VISOR_SERVE_KEY or the gateway's key",
 	"--ssl-key-file":  "visor talks to its engine over plain HTTP on loopback; put TLS in front of the gateway instead",
 	"--ssl-cert-file": "visor talks to its engine over plain HTTP on loopback; put TLS in front of the gateway instead",
 }
