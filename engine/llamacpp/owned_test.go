@@ -19,7 +19,7 @@ func TestCheckExtraArgs(t *testing.T) {
 		{[]string{"--model", "other.gguf"}, `"--model"`},
 		{[]string{"-hf", "org/repo"}, `"-hf"`},
 		{[]string{"--mmproj", "p.gguf"}, `"--mmproj"`},
-		{[]string{"--api-key", "k"}, ""}, // a 401 says so at once; visor's --api-key pairs with it
+		{[]string{"--api-key", "k"}, ""},      // a 401 says so at once; visor's --api-key pairs with it
 		{[]string{"--port 9000"}, `"--port"`}, // one YAML item holding two words
 		{[]string{"--ssl-cert-file", "c.pem"}, `"--ssl-cert-file"`},
 	} {
