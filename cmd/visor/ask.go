@@ -11,11 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/engine/launch"
-	"github.com/visorhq/visor/internal/termtext"
-	"github.com/visorhq/visor/internal/textcut"
+	"github.com/visorhq/visor/frontend/term"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
@@ -225,8 +223,8 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	}
 	defer sess.Close()
 	p := t.printer(stdout, stderr)
-	res, err := sess.Turn(ctx, t.question, imgs, p.event)
-	p.finish(res)
+	res, err := sess.Turn(ctx, t.question, imgs, p.Event)
+	p.Finish(res)
 	a.sayContinue(stderr, sess, "")
 	return err
 }
@@ -265,19 +263,6 @@ func (o *agentOptions) registerExplain(fs *flag.FlagSet) {
 	fs.BoolVar(&o.explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
 }
 
-// printer renders a turn's events: answer text on stdout, tool activity and the turn's numbers on stderr. Everything it
-// writes passes termtext: the answer, the reasoning, tool calls and results come from the model, tools and MCP
-// servers, and must not drive the terminal.
-type printer struct {
-	stdout        *termtext.Writer // the streamed answer
-	thinking      *termtext.Writer // the streamed reasoning, on stderr
-	stderr        io.Writer
-	showReasoning bool
-	explain       bool
-	thought       int
-	midLine       bool
-}
-
 // openSession opens the session --session names (a new one titled title without it).
 func (a *app) openSession(ctx context.Context, title string) (*session.Session, error) {
 	sess, err := a.svc.Open(ctx, session.OpenOptions{Resume: a.turn.session, Title: title})
@@ -296,79 +281,10 @@ func (a *app) sayContinue(stderr io.Writer, sess *session.Session, cmd string) {
 }
 
 // printer is the turn's printer as its flags set it up.
-func (t turn) printer(stdout, stderr io.Writer) *printer {
-	p := newPrinter(stdout, stderr, t.showReasoning)
-	p.explain = t.explain
+func (t turn) printer(stdout, stderr io.Writer) *term.Printer {
+	p := term.NewPrinter(stdout, stderr, t.showReasoning)
+	p.Explain = t.explain
 	return p
-}
-
-func newPrinter(stdout, stderr io.Writer, showReasoning bool) *printer {
-	return &printer{stdout: termtext.NewWriter(stdout), thinking: termtext.NewWriter(stderr), stderr: stderr,
-		showReasoning: showReasoning}
-}
-
-// line writes one line on stderr, cleaned; the reasoning streamed before it is flushed first.
-func (p *printer) line(format string, args ...any) {
-	_ = p.thinking.Flush()
-	fmt.Fprintln(p.stderr, termtext.Clean(fmt.Sprintf(format, args...)))
-}
-
-// endAnswer ends the answer's line and shows what its stream held back (an unfinished escape, a link's target).
-func (p *printer) endAnswer() {
-	_ = p.stdout.Flush()
-	if p.midLine {
-		fmt.Fprintln(p.stdout)
-		p.midLine = false
-	}
-}
-
-func (p *printer) event(ev agent.Event) {
-	switch e := ev.(type) {
-	case agent.Token:
-		io.WriteString(p.stdout, e.Text)
-		p.midLine = !strings.HasSuffix(e.Text, "\n")
-	case agent.ReasoningToken:
-		p.thought += len(e.Text)
-		if p.showReasoning {
-			io.WriteString(p.thinking, e.Text)
-		}
-	case agent.Notice:
-		p.line("%s", e.Text)
-	case agent.Explain:
-		if p.explain {
-			p.endAnswer()
-			p.line("explain: %s", e.Text)
-		}
-	case agent.ToolCallStarted:
-		p.endAnswer()
-		p.line("→ %s %s", e.Call.Name, e.Call.Arguments)
-	case agent.ToolCallFinished:
-		mark := "←"
-		if e.Result.IsError {
-			mark = "← error:"
-		}
-		p.line("%s %s (%s)", mark, textcut.Line(e.Result.Text, 200), e.Duration.Round(time.Millisecond))
-	case agent.ParseError:
-		p.line("! %s", textcut.Line(e.Text, 200))
-	}
-}
-
-// finish ends a turn's output with the session service's numbers for it; a turn the model never answered in has
-// none to show (its error says what happened).
-func (p *printer) finish(res session.Result) {
-	p.endAnswer()
-	thinking := ""
-	if p.thought > 0 && !p.showReasoning {
-		thinking = fmt.Sprintf(", %d bytes of reasoning hidden (--show-reasoning)", p.thought)
-	}
-	p.thought = 0
-	st := res.Stats
-	if !st.Answered {
-		_ = p.thinking.Flush()
-		return
-	}
-	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", st.Steps,
-		st.Generated, st.Rate, st.FirstToken.Round(time.Millisecond), st.Took.Round(time.Millisecond), thinking)
 }
 
 // streamIdle is VISOR_STREAM_IDLE: how long a started answer may send nothing before it fails (a Go duration

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/visorhq/visor/frontend/term"
 	"io"
 	"log/slog"
 	"strings"
@@ -174,10 +175,10 @@ func (c *chat) attach(path string) error {
 }
 
 func (c *chat) send(text string) error {
-	p := newPrinter(c.stdout, c.stderr, c.showReasoning)
-	p.explain = c.explain
-	res, err := c.sess.Turn(c.ctx, text, nil, p.event)
-	p.finish(res)
+	p := term.NewPrinter(c.stdout, c.stderr, c.showReasoning)
+	p.Explain = c.explain
+	res, err := c.sess.Turn(c.ctx, text, nil, p.Event)
+	p.Finish(res)
 	if err != nil && c.ctx.Err() == nil {
 		// A failed turn is reported and the chat goes on; the user can retry or quit.
 		fmt.Fprintln(c.stderr, "error:", termtext.Clean(err.Error()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/visorhq/visor/frontend/term"
 	"io"
 	"log/slog"
 	"os"
@@ -97,9 +98,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	defer sess.Close()
 	fmt.Fprintf(stderr, "demo: workspace %s\n", ws)
 	fmt.Fprintf(stdout, "> %s\n", *question)
-	p := newPrinter(stdout, stderr, false)
-	res, err := sess.Turn(ctx, *question, nil, p.event)
-	p.finish(res)
+	p := term.NewPrinter(stdout, stderr, false)
+	res, err := sess.Turn(ctx, *question, nil, p.Event)
+	p.Finish(res)
 	if err == nil && tiny {
 		fmt.Fprint(stderr, demoExplained)
 	}

@@ -113,8 +113,8 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 			shown = i
 			fmt.Fprintf(stderr, "step %d/%d: %s\n", i+1, len(steps), textcut.Line(steps[i].Text, 100))
 		}
-		p.event(ev)
-	}, func(_ int, res session.Result) { p.finish(res) })
+		p.Event(ev)
+	}, func(_ int, res session.Result) { p.Finish(res) })
 	a.sayContinue(stderr, sess, "")
 	return err
 }
