@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,26 +24,23 @@ type catalog interface {
 	ListSessions(ctx context.Context, f memory.SessionFilter) ([]memory.Session, error)
 }
 
-// errNoStore: managing sessions without a store, where nothing is kept to rename, delete or search.
-var errNoStore = errors.New("sessions are not stored (started with --no-store)")
-
 // Rename sets a stored session's title: one line, at most TitleRunes characters (longer is cut, with "…").
 func (s *Service) Rename(ctx context.Context, id, title string) (string, error) {
 	st := s.cfg.Store
 	if st == nil {
-		return "", fmt.Errorf("rename session %s: %w", id, errNoStore)
+		return "", fmt.Errorf("rename session %s: %w", id, ErrNoStore)
 	}
 	title = Title(title)
 	if title == "" {
-		return "", fmt.Errorf("rename session %s: %w: give a title with at least one visible character", id, memory.ErrInvalidInput)
+		return "", storeErr(fmt.Errorf("rename session %s: %w: give a title with at least one visible character", id, memory.ErrInvalidInput))
 	}
 	row, err := st.Session(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("rename session %s: %w", id, err)
+		return "", fmt.Errorf("rename session %s: %w", id, storeErr(err))
 	}
 	row.Title = title
 	if err := st.UpdateSession(ctx, row); err != nil {
-		return "", fmt.Errorf("rename session %s: %w", id, err)
+		return "", fmt.Errorf("rename session %s: %w", id, storeErr(err))
 	}
 	s.mu.Lock()
 	open := s.open[id]
@@ -63,7 +59,7 @@ func (s *Service) Rename(ctx context.Context, id, title string) (string, error) 
 func (s *Service) Delete(ctx context.Context, id string) ([]string, error) {
 	st := s.cfg.Store
 	if st == nil {
-		return nil, fmt.Errorf("delete session %s: %w", id, errNoStore)
+		return nil, fmt.Errorf("delete session %s: %w", id, ErrNoStore)
 	}
 	s.mu.Lock()
 	open := s.open[id]
@@ -78,7 +74,7 @@ func (s *Service) Delete(ctx context.Context, id string) ([]string, error) {
 	}
 	deleted, err := st.DeleteSession(ctx, id, true)
 	if err != nil {
-		return nil, fmt.Errorf("delete session %s: %w", id, err)
+		return nil, fmt.Errorf("delete session %s: %w", id, storeErr(err))
 	}
 	return deleted, nil
 }
@@ -95,21 +91,21 @@ type Found struct {
 func (s *Service) Search(ctx context.Context, query string, limit int) ([]Found, error) {
 	st := s.cfg.Store
 	if st == nil {
-		return nil, fmt.Errorf("search sessions: %w", errNoStore)
+		return nil, fmt.Errorf("search sessions: %w", ErrNoStore)
 	}
 	if limit <= 0 {
 		limit = 50
 	}
 	query = strings.TrimSpace(query)
 	if query == "" {
-		return nil, fmt.Errorf("search sessions: %w: give a word to look for", memory.ErrBadQuery)
+		return nil, storeErr(fmt.Errorf("search sessions: %w: give a word to look for", memory.ErrBadQuery))
 	}
 	var out []Found
 	seen := map[string]bool{}
 	// Titles first: a person searching a chat list mostly remembers what the chat was called.
 	rows, err := st.ListSessions(ctx, memory.SessionFilter{Limit: 1000})
 	if err != nil {
-		return nil, fmt.Errorf("search sessions: %w", err)
+		return nil, fmt.Errorf("search sessions: %w", storeErr(err))
 	}
 	terms := strings.Fields(strings.ToLower(query))
 	for _, r := range rows {
@@ -124,7 +120,7 @@ func (s *Service) Search(ctx context.Context, query string, limit int) ([]Found,
 	}
 	hits, err := st.Search(ctx, memory.Query{Text: query, Limit: 4 * limit})
 	if err != nil {
-		return nil, fmt.Errorf("search sessions: %w", err)
+		return nil, fmt.Errorf("search sessions: %w", storeErr(err))
 	}
 	for _, h := range hits {
 		if seen[h.SessionID] || len(out) >= limit {
@@ -206,7 +202,7 @@ func (s *Service) Explained(ctx context.Context, id string) ([]Explanation, erro
 	}
 	evs, err := st.EngineEvents(ctx, id, 1000)
 	if err != nil {
-		return nil, fmt.Errorf("explanations of session %s: %w", id, err)
+		return nil, fmt.Errorf("explanations of session %s: %w", id, storeErr(err))
 	}
 	var out []Explanation
 	for _, ev := range evs {

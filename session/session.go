@@ -158,7 +158,25 @@ var (
 	ErrNotFound = errors.New("no such session")
 	// ErrNotStored: the turn ran and its answer stands, but keeping it in the store failed.
 	ErrNotStored = errors.New("the answer was not stored")
+	// ErrBadInput: a title, a query or another value a front end passed on is unusable; the message says why.
+	ErrBadInput = errors.New("bad input")
+	// ErrNoStore: the service keeps no sessions (started without a store), so there is nothing to manage.
+	ErrNoStore = errors.New("sessions are not stored (started with --no-store)")
 )
+
+// storeErr gives a store error the service's kind as well (ErrNotFound, ErrBadInput), so front ends tell
+// outcomes apart by the service's errors without importing the store; the store's error stays in the chain.
+func storeErr(err error) error {
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrBadInput):
+		return err
+	case errors.Is(err, memory.ErrNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, memory.ErrInvalidInput), errors.Is(err, memory.ErrBadQuery):
+		return fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return err
+}
 
 // Service runs sessions. It is safe for concurrent use; one turn runs at a time per session.
 type Service struct {
@@ -275,7 +293,7 @@ func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s.mu.Unlock()
 	full, err := st.ResolveSessionID(ctx, o.Resume)
 	if err != nil {
-		return nil, fmt.Errorf("session %q: %w: list them with `visor sessions list`", o.Resume, err)
+		return nil, fmt.Errorf("session %q: %w: list them with `visor sessions list`", o.Resume, storeErr(err))
 	}
 	s.mu.Lock()
 	if sess := s.open[full]; sess != nil {

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 )
 
@@ -74,13 +72,13 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, q string) {
 
 func manageStatus(err error) int {
 	switch {
-	case errors.Is(err, memory.ErrNotFound), errors.Is(err, session.ErrNotFound):
+	case errors.Is(err, session.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, session.ErrBusy):
 		return http.StatusConflict
-	case errors.Is(err, memory.ErrInvalidInput), errors.Is(err, memory.ErrBadQuery):
+	case errors.Is(err, session.ErrBadInput):
 		return http.StatusBadRequest
-	case strings.Contains(err.Error(), "not stored"):
+	case errors.Is(err, session.ErrNoStore):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

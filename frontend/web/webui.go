@@ -23,7 +23,6 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
-	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 )
 
@@ -423,7 +422,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		conv, err := s.cfg.Sessions.Open(r.Context(), session.OpenOptions{Resume: id})
-		if errors.Is(err, session.ErrNotFound) || errors.Is(err, memory.ErrNotFound) {
+		if errors.Is(err, session.ErrNotFound) {
 			httpError(w, http.StatusNotFound, "no session %q: pick one from GET /api/sessions, or create one with POST /api/sessions", id)
 			return
 		}

@@ -41,9 +41,6 @@ var exceptions = map[string][]string{
 	// Issue 20: the gateway is a second runtime (its own queue, swap, prompt rendering and recorder) until it
 	// runs turns through the session service.
 	"frontend/gateway": {"engine", "engine/conductor", "memory", "prompts"},
-	// Issue 20: the web page lists and renames stored sessions through the store until the session service
-	// has Sessions() and titles.
-	"frontend/web": {"memory"},
 }
 
 func layerOf(pkg string) string {
