@@ -14,6 +14,7 @@ import (
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/frontend/term"
+	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
@@ -118,7 +119,7 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if len(pos) == 0 || question == "-" {
 		// `echo q | visor ask`: the question comes from a pipe or file; a terminal is never read, so a
 		// forgotten question fails at once instead of waiting for input nobody knows is wanted.
-		if question != "-" && isTerminal(stdin) {
+		if question != "-" && termtext.IsTerminal(stdin) {
 			return &usageError{`ask: no question: visor ask "your question" (or pipe it: echo "your question" | visor ask)`}
 		}
 		if question, err = readPrompt(ctx, stdin); err != nil {

@@ -43,7 +43,7 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer a.close()
-	tty := isTerminal(stdin) && isTerminal(stdout)
+	tty := termtext.IsTerminal(stdin) && termtext.IsTerminal(stdout)
 	title := "chat"
 	if tty {
 		title = "" // the first message names it, so the session picker tells chats apart

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/visorhq/visor/internal/yamlcheck"
 	"io"
-	"os"
 	"runtime/debug"
 	"strings"
 )
@@ -141,19 +140,4 @@ func version() string {
 		v += " " + shortID(rev) + dirty
 	}
 	return v + " " + bi.GoVersion
-}
-
-// isTerminal reports whether f is a character device that is not /dev/null: a terminal, for deciding whether
-// to read a piped prompt or draw progress in place.
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(st, null)
 }

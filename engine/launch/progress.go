@@ -3,28 +3,13 @@ package launch
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/textcut"
 )
-
-// isTerminal reports whether f is a character device that is not /dev/null: a terminal, for deciding whether
-// to read a piped prompt or draw progress in place.
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(st, null)
-}
 
 // progress shows a wait that lasts over a second on stderr: in place on a terminal, one line per new phase
 // otherwise (so logs stay short). Phases come from the waited-on thing itself (llama-server's log lines).
@@ -42,7 +27,7 @@ type progress struct {
 }
 
 func startProgress(w io.Writer, what string) *progress {
-	p := &progress{w: w, tty: isTerminal(w), what: what, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &progress{w: w, tty: termtext.IsTerminal(w), what: what, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.loop()
 	return p
 }

@@ -264,7 +264,7 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, memory.ErrInvalidInput)
 	}
 	if dir == "" {
-		if !isTerminal(stdout) {
+		if !termtext.IsTerminal(stdout) {
 			return store.Export(ctx, id, format, stdout, "") // a file or a pipe gets the text as stored
 		}
 		w := termtext.NewWriter(stdout)
@@ -309,18 +309,4 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", termtext.Clean(path))
 	return nil
-}
-
-// isTerminal reports whether f is a character device that is not /dev/null.
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(st, null)
 }
