@@ -12,3 +12,34 @@ gpu_engine() {
   [ -n "$loader" ] || return 1
   lib=$(dirname "$loader")
 }
+
+# gpu_prepare NAME runs what every gpu-*-check script does first: it skips in CI or without an NVIDIA driver, checks
+# the carried files (VISOR_GPU_DEBS, VISOR_BIN, VISOR_SEEDCHECK), installs the engine with gpu_engine and writes
+# $work/visor, visor run through sid's loader (so the machine's own glibc does not matter; NVML and libcuda are
+# dlopened from the driver's folder). It sets debs, visor, check, work, out, nvlib and fail for the caller.
+gpu_prepare() {
+  local name=$1
+  if [ -n "${CI:-}" ]; then echo "$name: skipped in CI (needs an NVIDIA GPU)"; exit 0; fi
+  debs=${VISOR_GPU_DEBS:-.cache/gpu-debs}
+  visor=${VISOR_BIN:-.cache/visor}
+  check=${VISOR_SEEDCHECK:-.cache/seedcheck}
+  work=${VISOR_GPU_WORK:-${TMPDIR:-/tmp}/visor-${name#gpu-}}
+  out=${OUT:-$work/out}
+  nvlib=${VISOR_NVIDIA_LIB:-/usr/local/nvidia/lib64}
+  eval "fail() { echo \"$name: \$*\" >&2; exit 1; }"
+
+  command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "$name: no NVIDIA driver: skipped"; exit 0; }
+  ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
+  [ -x "$visor" ] || fail "$visor missing (see the header of this script)"
+  [ -x "$check" ] || fail "$check missing (see the header of this script)"
+  mkdir -p "$work" "$out"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>/dev/null || true
+
+  # The real installer, offline, with its GPU detection: it must pick the Vulkan backend on its own.
+  gpu_engine "$work/engine" "$debs" || fail "installing the engine from $debs failed"
+  cat > "$work/visor" <<SH
+#!/bin/sh
+exec "$loader" --library-path "$lib:$nvlib" "$(cd "$(dirname "$visor")" && pwd)/$(basename "$visor")" "\$@"
+SH
+  chmod +x "$work/visor"
+}

@@ -20,32 +20,8 @@
 # folder). Skips (exit 0) without an NVIDIA GPU, and in CI.
 set -euo pipefail
 
-if [ -n "${CI:-}" ]; then echo "gpu-seed-check: skipped in CI (needs an NVIDIA GPU)"; exit 0; fi
-debs=${VISOR_GPU_DEBS:-.cache/gpu-debs}
-visor=${VISOR_BIN:-.cache/visor}
-check=${VISOR_SEEDCHECK:-.cache/seedcheck}
-work=${VISOR_GPU_WORK:-${TMPDIR:-/tmp}/visor-seed-check}
-out=${OUT:-$work/out}
-nvlib=${VISOR_NVIDIA_LIB:-/usr/local/nvidia/lib64}
-fail() { echo "gpu-seed-check: $*" >&2; exit 1; }
-
-command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "gpu-seed-check: no NVIDIA driver: skipped"; exit 0; }
-ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
-[ -x "$visor" ] || fail "$visor missing (see the header of this script)"
-[ -x "$check" ] || fail "$check missing (see the header of this script)"
-mkdir -p "$work" "$out"
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>/dev/null || true
-
-# The real installer, offline, with its GPU detection: it must pick the Vulkan backend on its own.
 . "$(dirname "$0")/gpu-engine.sh"
-gpu_engine "$work/engine" "$debs" || fail "installing the engine from $debs failed"
-# visor and seedcheck run through sid's loader too, so the machine's own glibc does not matter; NVML and libcuda
-# are dlopened from the driver's folder.
-cat > "$work/visor" <<SH
-#!/bin/sh
-exec "$loader" --library-path "$lib:$nvlib" "$(cd "$(dirname "$visor")" && pwd)/$(basename "$visor")" "\$@"
-SH
-chmod +x "$work/visor"
+gpu_prepare gpu-seed-check
 VISOR_ENGINE_DIR="$work/state-engine" "$work/visor" engine --server "$server" | tee "$out/visor-engine.txt"
 grep -q "Vulkan0" "$out/visor-engine.txt" || fail "visor engine shows no Vulkan device: llama-server would run on the CPU"
 "$loader" --library-path "$lib:$nvlib" "$check" -visor "$work/visor" -server "$server" -work "$work" -out "$out" "$@"

@@ -15,29 +15,8 @@
 # Results: $OUT/results.json (the chat), $OUT/kv-speed.txt, PASS/FAIL lines on stdout. Skips without a GPU and in CI.
 set -euo pipefail
 
-if [ -n "${CI:-}" ]; then echo "gpu-window-check: skipped in CI (needs an NVIDIA GPU)"; exit 0; fi
-debs=${VISOR_GPU_DEBS:-.cache/gpu-debs}
-visor=${VISOR_BIN:-.cache/visor}
-check=${VISOR_SEEDCHECK:-.cache/seedcheck}
-work=${VISOR_GPU_WORK:-${TMPDIR:-/tmp}/visor-window-check}
-out=${OUT:-$work/out}
-nvlib=${VISOR_NVIDIA_LIB:-/usr/local/nvidia/lib64}
-fail() { echo "gpu-window-check: $*" >&2; exit 1; }
-
-command -v nvidia-smi >/dev/null || [ -e "$nvlib/libnvidia-ml.so.1" ] || { echo "gpu-window-check: no NVIDIA driver: skipped"; exit 0; }
-ls "$debs"/*.deb >/dev/null 2>&1 || fail "no .deb files in $debs (see the header of this script)"
-[ -x "$visor" ] || fail "$visor missing (see the header of this script)"
-[ -x "$check" ] || fail "$check missing (see the header of this script)"
-mkdir -p "$work" "$out"
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>/dev/null || true
-
 . "$(dirname "$0")/gpu-engine.sh"
-gpu_engine "$work/engine" "$debs" || fail "installing the engine from $debs failed"
-cat > "$work/visor" <<SH
-#!/bin/sh
-exec "$loader" --library-path "$lib:$nvlib" "$(cd "$(dirname "$visor")" && pwd)/$(basename "$visor")" "\$@"
-SH
-chmod +x "$work/visor"
+gpu_prepare gpu-window-check
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-chat 30 -typing 6s)
 status=0
