@@ -17,6 +17,7 @@ import (
 
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/internal/safefile"
+	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/internal/yamlcheck"
 )
 
@@ -94,14 +95,14 @@ func Parse(data []byte, path string) (Config, error) {
 	}
 	dir := filepath.Dir(path)
 	for name, m := range c.Models {
-		m.Path, m.MMProj = resolve(dir, m.Path), resolve(dir, m.MMProj)
+		m.Path, m.MMProj = userpath.Resolve(dir, m.Path), userpath.Resolve(dir, m.MMProj)
 		c.Models[name] = m
 	}
 	if c.Workspace != "" {
-		c.Workspace = resolve(dir, c.Workspace)
+		c.Workspace = userpath.Resolve(dir, c.Workspace)
 	}
 	if c.DB != "" {
-		c.DB = resolve(dir, c.DB)
+		c.DB = userpath.Resolve(dir, c.DB)
 	}
 	return c, nil
 }
@@ -155,18 +156,3 @@ func Schema() ([]byte, error) {
 
 // SchemaID is the published schema's $id.
 const SchemaID = "https://github.com/visorhq/visor/schema/config.schema.json"
-
-func resolve(dir, p string) string {
-	if p == "" {
-		return ""
-	}
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = filepath.Join(home, rest)
-		}
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(dir, p)
-	}
-	return filepath.Clean(p)
-}

@@ -25,6 +25,7 @@ import (
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/redact"
 	"github.com/visorhq/visor/internal/safefile"
+	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/internal/yamlcheck"
 	"github.com/visorhq/visor/tools/toolset"
 )
@@ -208,15 +209,15 @@ func Parse(data []byte, path string) (Spec, error) {
 		return Spec{}, err
 	}
 	dir := filepath.Dir(path)
-	s.Model.Path = resolve(dir, s.Model.Path)
-	s.Model.MMProj = resolve(dir, s.Model.MMProj)
+	s.Model.Path = userpath.Resolve(dir, s.Model.Path)
+	s.Model.MMProj = userpath.Resolve(dir, s.Model.MMProj)
 	if s.Workspace == "" {
 		s.Workspace = "."
 	}
-	s.Workspace = resolve(dir, s.Workspace)
+	s.Workspace = userpath.Resolve(dir, s.Workspace)
 	for i := range s.Steps {
 		for j, im := range s.Steps[i].Images {
-			s.Steps[i].Images[j] = resolve(dir, im)
+			s.Steps[i].Images[j] = userpath.Resolve(dir, im)
 		}
 	}
 	return s, nil
@@ -667,20 +668,4 @@ func oneOf(field, v string, allowed ...string) error {
 		}
 	}
 	return fmt.Errorf("%s %q: use one of %s", field, v, strings.Join(allowed, ", "))
-}
-
-// resolve makes p absolute against dir, expanding a leading ~/.
-func resolve(dir, p string) string {
-	if p == "" {
-		return ""
-	}
-	if strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = filepath.Join(home, p[2:])
-		}
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(dir, p)
-	}
-	return filepath.Clean(p)
 }

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/visorhq/visor/agent/toolcall"
@@ -18,6 +15,7 @@ import (
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
@@ -175,7 +173,7 @@ func (a *app) ensureEngine(ctx context.Context) error {
 // header that cannot be read gives nil, and images then go at their own size with estimated tokens: the engine's
 // load reports the file.
 func readProjector(mmproj string, logger *slog.Logger) *vram.Projector {
-	p, err := vram.ProjectorFromFile(expandHome(mmproj))
+	p, err := vram.ProjectorFromFile(userpath.Expand(mmproj))
 	if err != nil {
 		logger.Debug("the projector's image facts are unknown", "mmproj", mmproj, "err", err)
 		return nil
@@ -195,7 +193,7 @@ func intakeFit(p *vram.Projector) func(w, h int) (int, int) {
 // every refusal. It needs no session, so images are refused before one is opened (a resumed one starts the
 // engine to evaluate its history).
 func (a *app) readImage(what, path string) (tools.Image, error) {
-	data, err := a.limits.Read(expandHome(path))
+	data, err := a.limits.Read(userpath.Expand(path))
 	if err != nil {
 		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -204,15 +202,6 @@ func (a *app) readImage(what, path string) (tools.Image, error) {
 		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return img, nil
-}
-
-func expandHome(p string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if h, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(h, strings.TrimPrefix(p, "~"))
-		}
-	}
-	return p
 }
 
 // validate checks every value before anything is opened, naming the flag and the fix.
@@ -233,7 +222,7 @@ func (t turn) validate() error {
 	opts := t.toolFlags.Options
 	errs = append(errs, toolProblems(errors.Join(opts.Check(!t.noStore), opts.CheckWorkspace()))...)
 	for _, p := range t.images {
-		if _, err := (images.Limits{}).ReadFile(expandHome(p)); err != nil {
+		if _, err := (images.Limits{}).ReadFile(userpath.Expand(p)); err != nil {
 			errs = append(errs, fmt.Errorf("--image %s: %w", p, err))
 		}
 	}

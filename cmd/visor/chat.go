@@ -13,6 +13,7 @@ import (
 
 	"github.com/visorhq/visor/frontend/tui"
 	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/session"
 )
 
@@ -160,7 +161,7 @@ func (c *chat) line(l string) error {
 
 // attach takes an image in and has the session encode it at once, in the background.
 func (c *chat) attach(path string) error {
-	data, err := c.app.limits.Read(expandHome(path))
+	data, err := c.app.limits.Read(userpath.Expand(path))
 	if err != nil {
 		fmt.Fprintln(c.stderr, termtext.Clean(fmt.Sprintf("/image %s: %v", path, err)))
 		return nil

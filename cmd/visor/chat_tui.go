@@ -9,6 +9,7 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/frontend/tui"
+	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/session"
 )
 
@@ -61,7 +62,7 @@ func (b *chatBackend) Send(ctx context.Context, text string, emit func(agent.Eve
 }
 
 func (b *chatBackend) Attach(ctx context.Context, path string) (string, error) {
-	data, err := b.app.limits.Read(expandHome(path))
+	data, err := b.app.limits.Read(userpath.Expand(path))
 	if err != nil {
 		return "", fmt.Errorf("/image %s: %w", path, err)
 	}

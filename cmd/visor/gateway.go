@@ -21,6 +21,7 @@ import (
 	"github.com/visorhq/visor/frontend/gateway"
 	"github.com/visorhq/visor/internal/httpguard"
 	"github.com/visorhq/visor/internal/safefile"
+	"github.com/visorhq/visor/internal/userpath"
 )
 
 // cmdGateway is `visor gateway`: one OpenAI-compatible endpoint on a fixed address for any agent, with the
@@ -137,7 +138,7 @@ func gatewayConfig(path, name string, ef launch.Spec) (gateway.FileConfig, error
 func gatewayModel(name string, mc gateway.ModelConfig, base launch.Spec, stderr io.Writer, logger *slog.Logger) (gateway.Model, error) {
 	ef := base
 	ef.Projector, ef.APIKey = "", ""
-	config.ApplyModel(&ef, config.Model{Path: gateway.ExpandHome(mc.Model), MMProj: gateway.ExpandHome(mc.MMProj),
+	config.ApplyModel(&ef, config.Model{Path: userpath.Expand(mc.Model), MMProj: userpath.Expand(mc.MMProj),
 		Endpoint: mc.Endpoint, APIKeyEnv: mc.APIKeyEnv, Ctx: mc.Ctx, Parallel: max(mc.Parallel, 1), ServerArgs: mc.Args},
 		config.Set{})
 	if mc.APIKeyEnv == "" && mc.APIKey != "" {

@@ -188,13 +188,3 @@ func sortedNames[V any](m map[string]V) []string {
 	sort.Strings(names)
 	return names
 }
-
-// ExpandHome turns a leading ~/ into the home folder, as a shell would.
-func ExpandHome(p string) string {
-	if strings.HasPrefix(p, "~/") {
-		if h, err := os.UserHomeDir(); err == nil {
-			return h + p[1:]
-		}
-	}
-	return p
-}

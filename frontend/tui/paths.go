@@ -5,22 +5,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/visorhq/visor/internal/userpath"
 )
 
 // imageExts are the file name endings a dropped path must have to be attached rather than typed.
 var imageExts = map[string]bool{".png": true, ".jpg": true, ".jpeg": true, ".gif": true, ".webp": true, ".bmp": true}
-
-// expandHome turns a leading ~ or ~/ into the home folder.
-func expandHome(p string) string {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
-		return p
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return p
-	}
-	return filepath.Join(home, strings.TrimPrefix(p, "~"))
-}
 
 // droppedImages reads a paste as the paths of image files dropped onto the terminal: terminals paste them
 // quoted ('…' or "…"), with spaces escaped (\ ), or as file:// URLs, several separated by spaces or newlines.
@@ -29,7 +19,7 @@ func droppedImages(paste string) []string {
 	var out []string
 	for _, p := range splitShellWords(strings.TrimSpace(paste)) {
 		p = strings.TrimPrefix(p, "file://")
-		p = expandHome(p)
+		p = userpath.Expand(p)
 		st, err := os.Stat(p)
 		if err != nil || !st.Mode().IsRegular() || !imageExts[strings.ToLower(filepath.Ext(p))] {
 			return nil
@@ -88,7 +78,7 @@ func completePath(prefix string) (completed string, matches []string) {
 	typedDir, base := prefix[:i+1], prefix[i+1:]
 	readDir := "."
 	if typedDir != "" {
-		readDir = expandHome(typedDir)
+		readDir = userpath.Expand(typedDir)
 	}
 	ents, err := os.ReadDir(readDir)
 	if err != nil {

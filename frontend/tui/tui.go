@@ -17,6 +17,7 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/textcut"
+	"github.com/visorhq/visor/internal/userpath"
 )
 
 // Options configure Run.
@@ -414,7 +415,7 @@ func (m *model) submit() tea.Cmd {
 		if words := splitShellWords(p); len(words) == 1 {
 			p = words[0]
 		}
-		return m.attachCmds([]string{expandHome(p)})
+		return m.attachCmds([]string{userpath.Expand(p)})
 	}
 	if strings.HasPrefix(text, "/") && !strings.Contains(strings.Fields(text)[0][1:], "/") {
 		m.addNotice(errorEntry, fmt.Sprintf("unknown command %s: /help lists them", strings.Fields(text)[0]))
