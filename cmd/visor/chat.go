@@ -59,11 +59,10 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if tty {
 		// A person at a terminal gets the full-screen chat; pipes keep the line protocol below.
-		b := newChatBackend(a, sess)
+		b := tui.NewSessionBackend(a.svc, sess, a.limits, t.explain)
 		err := tui.Run(ctx, b, tui.Options{History: sess.History()})
-		last := b.session()
-		a.sayContinue(stderr, last, "visor chat ")
-		b.close()
+		a.sayContinue(stderr, b.Session(), "visor chat ")
+		b.Close()
 		return err
 	}
 	defer sess.Close()

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/visorhq/visor/internal/yamlcheck"
+	"github.com/visorhq/visor/internal/typo"
 	"io"
 	"runtime/debug"
 	"strings"
@@ -87,7 +87,7 @@ func isHelp(arg string) bool {
 func nearestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 1<<30
 	fs.VisitAll(func(f *flag.Flag) {
-		d := yamlcheck.Distance(name, f.Name)
+		d := typo.Distance(name, f.Name)
 		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
 			d = min(d, 1)
 		}
@@ -96,20 +96,6 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 		}
 	})
 	if bestD <= max(2, len(name)/3) {
-		return best
-	}
-	return ""
-}
-
-// nearestWord is the candidate closest to w, if close enough to be a typo (for commands).
-func nearestWord(w string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := yamlcheck.Distance(w, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD <= max(2, len(w)/3) {
 		return best
 	}
 	return ""

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/internal/typo"
 )
 
 const usage = `visor — an agent runtime for local models on llama-server
@@ -112,7 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "visor", version())
 		return nil
 	}
-	if near := nearestWord(strings.TrimLeft(args[0], "-"), commands); near != "" {
+	if near := typo.Nearest(strings.TrimLeft(args[0], "-"), commands); near != "" {
 		return &usageError{fmt.Sprintf("unknown command %q (did you mean %q? visor help lists the commands)", args[0], near)}
 	}
 	return &usageError{fmt.Sprintf("unknown command %q (visor help lists the commands)", args[0])}

@@ -17,6 +17,7 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/textcut"
+	"github.com/visorhq/visor/internal/typo"
 	"github.com/visorhq/visor/internal/userpath"
 )
 
@@ -418,10 +419,22 @@ func (m *model) submit() tea.Cmd {
 		return m.attachCmds([]string{userpath.Expand(p)})
 	}
 	if strings.HasPrefix(text, "/") && !strings.Contains(strings.Fields(text)[0][1:], "/") {
-		m.addNotice(errorEntry, fmt.Sprintf("unknown command %s: /help lists them", strings.Fields(text)[0]))
+		m.addNotice(errorEntry, unknownCommand(strings.Fields(text)[0]))
 		return nil
 	}
 	return m.send(text)
+}
+
+// commands are the slash commands submit knows, for the hint a typo of one gets.
+var commands = []string{"/quit", "/exit", "/help", "/clear", "/session", "/sessions", "/image"}
+
+// unknownCommand is the notice for a slash word that is no command (a path such as /tmp/x.png is sent as text):
+// a typo of a command is told what it was meant to be, as the command line tells typos of its flags.
+func unknownCommand(word string) string {
+	if near := typo.Nearest(word, commands); near != "" {
+		return fmt.Sprintf("unknown command %s: did you mean %s? (/help lists them)", word, near)
+	}
+	return fmt.Sprintf("unknown command %s: /help lists them", word)
 }
 
 func (m *model) attachCmds(paths []string) tea.Cmd {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/visorhq/visor/internal/typo"
 	"io"
 	"reflect"
 	"sort"
@@ -141,7 +142,7 @@ func check(file string, n *yaml.Node, t reflect.Type, path string) *Problem {
 			f, ok := fields[k.Value]
 			if !ok {
 				p := &Problem{File: file, Line: k.Line, Col: k.Column, Problem: fmt.Sprintf("unknown key %s%s", k.Value, in(path))}
-				if near := nearest(k.Value, keys(fields)); near != "" {
+				if near := typo.Nearest(k.Value, keys(fields)); near != "" {
 					p.Fix = fmt.Sprintf("did you mean %s?", near)
 				} else {
 					p.Fix = "known keys: " + strings.Join(keys(fields), ", ")
@@ -301,45 +302,6 @@ func Locate(root *yaml.Node, path string) (line, col int) {
 		n = next
 	}
 	return line, col
-}
-
-// nearest is the candidate closest to w by edit distance, if close enough to be a typo.
-func nearest(w string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		d := Distance(w, c)
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD <= max(2, len(w)/3) {
-		return best
-	}
-	return ""
-}
-
-// Distance is the edit distance between a and b, an adjacent swap counting as one edit: how far a typo is
-// from the word meant, for "did you mean" hints here and in the command line.
-func Distance(a, b string) int {
-	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // Schema returns the JSON Schema (draft 2020-12) of v's type, keys named by their yaml tags, unknown keys
