@@ -22,6 +22,7 @@ import (
 	"github.com/visorhq/visor/internal/httpguard"
 	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/internal/userpath"
+	"github.com/visorhq/visor/session"
 )
 
 // cmdGateway is `visor gateway`: one OpenAI-compatible endpoint on a fixed address for any agent, with the
@@ -80,7 +81,7 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 			return err
 		}
 		defer st.Close()
-		rec := gateway.NewSessionRecorder(st, logger)
+		rec := session.NewClientRecorder(st, logger)
 		defer rec.Close()
 		cfg.Recorder = rec
 	}

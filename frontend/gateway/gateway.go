@@ -22,6 +22,7 @@ import (
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
+	"github.com/visorhq/visor/session"
 )
 
 // Config sets up a Gateway. Models is required.
@@ -50,26 +51,16 @@ type Config struct {
 }
 
 // Recorder stores gateway traffic; Record is called after each answered request, off the response's path.
+// *session.ClientRecorder stores it as sessions.
 type Recorder interface {
 	Record(ctx context.Context, x Exchange)
 }
 
-// Exchange is one answered chat request.
-type Exchange struct {
-	Model     string
-	Request   []byte // the client's body
-	Content   string
-	Reasoning string
-	ToolCalls []ToolCall
-	Finish    string
-}
-
-// ToolCall is a call in an answer.
-type ToolCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+// Exchange is one answered chat request; ToolCall is a call in its answer.
+type (
+	Exchange = session.ClientExchange
+	ToolCall = session.ClientCall
+)
 
 // Gateway is the OpenAI-compatible HTTP front end. Its methods are safe for concurrent use.
 type Gateway struct {
@@ -360,7 +351,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	if md.ToolsAsText && req.tools {
 		f, _ := toolcall.ParseFormat(md.ToolFormat)
-		if req.upstream, err = toolsAsText(req.upstream, promptFormat(f)); err != nil {
+		if req.upstream, err = session.ToolsAsText(req.upstream, f); err != nil {
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "tools", "%v", err)
 			return
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 )
 
 // tinyModel is a gateway model whose engine is a real llama-server on visor's tiny test model, started by a
@@ -99,7 +100,7 @@ func sharedFixture(t *testing.T) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := gateway.NewSessionRecorder(store, nil)
+		rec := session.NewClientRecorder(store, nil)
 		tiny := tinyModel(t, dir, "tiny", "a", true, 2, f)
 		tiny.Aliases = []string{"gpt-4o-mini"}
 		gw, err := gateway.New(gateway.Config{Models: []gateway.Model{

@@ -1,4 +1,4 @@
-package gateway
+package session
 
 import (
 	"context"
@@ -12,23 +12,43 @@ import (
 	"github.com/visorhq/visor/memory"
 )
 
-// SessionStore is what SessionRecorder needs of visor's store (*memory.Store).
-type SessionStore interface {
+// A client turn is one exchange of a stateless API client (the gateway's OpenAI routes): the client sends the
+// whole conversation every time and visor answers one assistant message. Such turns are stored as sessions like
+// visor's own, searchable and shown by `visor sessions`.
+
+// ClientExchange is one answered client request.
+type ClientExchange struct {
+	Model     string
+	Request   []byte // the client's chat body (OpenAI's shape)
+	Content   string
+	Reasoning string
+	ToolCalls []ClientCall
+	Finish    string
+}
+
+// ClientCall is a tool call in an answer.
+type ClientCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ClientStore is what ClientRecorder needs of visor's store (*memory.Store).
+type ClientStore interface {
 	CreateSession(ctx context.Context, sess memory.Session) (memory.Session, error)
 	BeginTurn(ctx context.Context, sessionID string) (int, error)
 	AppendStep(ctx context.Context, sessionID string, step memory.Step) error
 	EndTurn(ctx context.Context, sessionID string) error
 }
 
-// SessionRecorder stores gateway traffic as sessions, searchable like any other. The API is stateless (every
-// request carries the whole conversation), so a request whose history up to its last assistant message is one
-// this recorder stored continues that session with only its new messages; any other starts a session. Writes
+// ClientRecorder stores client turns as sessions. A request whose history up to its last assistant message is
+// one this recorder stored continues that session with only its new messages; any other starts a session. Writes
 // happen on one goroutine, in arrival order, off the response's path; when the backlog is full an exchange is
 // dropped with a warning rather than slowing clients down.
-type SessionRecorder struct {
-	store  SessionStore
+type ClientRecorder struct {
+	store  ClientStore
 	logger *slog.Logger
-	ch     chan Exchange
+	ch     chan ClientExchange
 	done   chan struct{}
 
 	mu    sync.Mutex
@@ -40,19 +60,19 @@ type convo struct {
 	n       int // messages stored
 }
 
-// NewSessionRecorder starts the recorder's writer; Close stops it after the backlog is written.
-func NewSessionRecorder(store SessionStore, logger *slog.Logger) *SessionRecorder {
+// NewClientRecorder starts the recorder's writer; Close stops it after the backlog is written.
+func NewClientRecorder(store ClientStore, logger *slog.Logger) *ClientRecorder {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &SessionRecorder{store: store, logger: logger, ch: make(chan Exchange, 256), done: make(chan struct{}),
+	r := &ClientRecorder{store: store, logger: logger, ch: make(chan ClientExchange, 256), done: make(chan struct{}),
 		known: map[[32]byte]convo{}}
 	go r.run()
 	return r
 }
 
-// Record implements Recorder.
-func (r *SessionRecorder) Record(_ context.Context, x Exchange) {
+// Record queues x for storage; it never blocks.
+func (r *ClientRecorder) Record(_ context.Context, x ClientExchange) {
 	select {
 	case r.ch <- x:
 	default:
@@ -61,12 +81,12 @@ func (r *SessionRecorder) Record(_ context.Context, x Exchange) {
 }
 
 // Close writes what is queued and stops.
-func (r *SessionRecorder) Close() {
+func (r *ClientRecorder) Close() {
 	close(r.ch)
 	<-r.done
 }
 
-func (r *SessionRecorder) run() {
+func (r *ClientRecorder) run() {
 	defer close(r.done)
 	for x := range r.ch {
 		if err := r.store1(context.Background(), x); err != nil {
@@ -75,18 +95,27 @@ func (r *SessionRecorder) run() {
 	}
 }
 
-type reqMessage struct {
+// clientCall is a tool call in OpenAI's chat shape.
+type clientCall struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type clientMessage struct {
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content"`
 	ReasoningContent string          `json:"reasoning_content"`
-	ToolCalls        []wireCall      `json:"tool_calls"`
+	ToolCalls        []clientCall    `json:"tool_calls"`
 	ToolCallID       string          `json:"tool_call_id"`
 	Name             string          `json:"name"`
 }
 
-func (r *SessionRecorder) store1(ctx context.Context, x Exchange) error {
+func (r *ClientRecorder) store1(ctx context.Context, x ClientExchange) error {
 	var req struct {
-		Messages []reqMessage `json:"messages"`
+		Messages []clientMessage `json:"messages"`
 	}
 	if err := json.Unmarshal(x.Request, &req); err != nil {
 		return err
@@ -152,7 +181,7 @@ func (r *SessionRecorder) store1(ctx context.Context, x Exchange) error {
 	return nil
 }
 
-func toMemory(m reqMessage) memory.Message {
+func toMemory(m clientMessage) memory.Message {
 	out := memory.Message{Role: m.Role, Reasoning: m.ReasoningContent, ToolCallID: m.ToolCallID, ToolName: m.Name}
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
