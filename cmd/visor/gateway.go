@@ -62,6 +62,9 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if err := httpguard.CheckListen("gateway", *addr, key, serveKeyHint); err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
+	if err := fc.CheckPorts(*addr); err != nil {
+		return err
+	}
 	if *idle == 0 {
 		*idle = time.Duration(fc.IdleUnload)
 	}
@@ -152,7 +155,7 @@ func gatewayModel(name string, mc gateway.ModelConfig, base launch.Spec, stderr 
 			ef.ExtraArgs = append(ef.ExtraArgs, "--pooling", "mean")
 		}
 	}
-	ef.Env = mc.Env
+	ef.Env, ef.Port = mc.Env, mc.Port
 	if err := ef.Validate(); err != nil {
 		return gateway.Model{}, fmt.Errorf("model %q: %w", name, err)
 	}

@@ -110,7 +110,7 @@ func (l *Launcher) Launch(ctx context.Context, mode string) (conductor.Process, 
 	_ = os.MkdirAll(logDir, 0o755)
 	// The load shows the server's own log lines as its progress, from the first second on.
 	prog := startProgress(l.o.Out, "loading "+filepath.Base(s.Model))
-	cfg := llamacpp.Config{Binary: s.Server, ExtraArgs: s.ExtraArgs, Env: s.Env, LogFile: filepath.Join(logDir, "llama-server.log"),
+	cfg := llamacpp.Config{Binary: s.Server, ExtraArgs: s.ExtraArgs, Env: s.Env, Port: s.Port, LogFile: filepath.Join(logDir, "llama-server.log"),
 		Logger: l.o.Logger,
 		OnLog: func(line string) {
 			if phase, ok := serverPhase(line); ok {

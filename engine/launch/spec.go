@@ -31,6 +31,7 @@ type Spec struct {
 	FlashAttn string // flash attention (-fa): on, off or auto; "" is the plan's choice (on), or llama-server's (auto)
 	ExtraArgs []string
 	Env       []string // added to the environment of the llama-server visor starts
+	Port      int      // the server's port on 127.0.0.1; 0 picks a free one
 	// Warmup sends a small image and a long prompt after a GPU start, so the GPU compiles its kernels before the
 	// first request needs them.
 	Warmup bool

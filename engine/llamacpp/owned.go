@@ -14,7 +14,7 @@ import (
 // it fails at once with a 401 that says so; --api-key for visor's own client pairs with it.)
 var ownedArgs = map[string]string{
 	"--host":          "visor picks the loopback address it connects to (use visor serve, or the gateway's addr:, to serve others)",
-	"--port":          "visor picks a free port and connects to it (use visor serve, or the gateway's addr:, for a fixed one)",
+	"--port":          "visor picks a free port and connects to it (give a gateway model port: in models.yaml for a fixed engine port; use visor serve, or the gateway's addr:, to serve others)",
 	"-m":              "give the model as --model (or path: in a config or agent file)",
 	"--model":         "give the model as --model (or path: in a config or agent file)",
 	"-mu":             "download the model first and give its file as --model",

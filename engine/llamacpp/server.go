@@ -187,6 +187,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if port, err = freePort(host); err != nil {
 			return nil, err
 		}
+	} else if err := CheckPortFree(host, port); err != nil {
+		// Whatever answers there would pass the health check as if it were the server started here.
+		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -303,6 +306,16 @@ func (s *Server) closeFile() {
 	if s.file != nil {
 		_ = s.file.Close()
 	}
+}
+
+// CheckPortFree reports a port on host that something already listens on, naming it and the fix.
+func CheckPortFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("llamacpp: port %d on %s is in use (%w): stop what listens there, or give another port", port, host, err)
+	}
+	_ = l.Close()
+	return nil
 }
 
 func freePort(host string) (int, error) {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +37,7 @@ import (
 //	    group: small            # models of one group may stay loaded together
 //	    aliases: [gpt-4o-mini]  # other names clients may use
 //	    env: [GGML_VK_VISIBLE_DEVICES=0]  # added to the server's environment
+//	    port: 8123              # the engine's own port on 127.0.0.1 (default: a free one)
 //	    embeddings: false       # true starts it with --embeddings (and --pooling mean), for /v1/embeddings
 //	    tool_format: qwen-xml   # the dialect calls are repaired from (default auto)
 //	  big:
@@ -66,6 +69,8 @@ type ModelConfig struct {
 	Env []string `yaml:"env"`
 	// Embeddings starts the server with --embeddings, for /v1/embeddings.
 	Embeddings bool `yaml:"embeddings"`
+	// Port is the engine's fixed port on 127.0.0.1, for tools that talk to llama-server itself; 0 picks a free one.
+	Port int `yaml:"port"`
 
 	Endpoint      string `yaml:"endpoint"`
 	APIKeyEnv     string `yaml:"api_key_env"`
@@ -130,9 +135,22 @@ func ParseConfig(path string, data []byte) (FileConfig, error) {
 			errs = append(errs, fmt.Errorf("preload: no model %q: name one of %s", name, strings.Join(sortedNames(fc.Models), ", ")))
 		}
 	}
+	ports := map[int]string{}
 	for _, name := range sortedNames(fc.Models) {
 		m := fc.Models[name]
 		where := fmt.Sprintf("model %q", name)
+		if m.Port != 0 {
+			switch other, taken := ports[m.Port]; {
+			case m.Port < 0 || m.Port > 65535:
+				errs = append(errs, fmt.Errorf("%s: port %d: give a port from 1 to 65535, or none for a free one", where, m.Port))
+			case m.Endpoint != "":
+				errs = append(errs, fmt.Errorf("%s: port is for a model visor starts; the endpoint has its own", where))
+			case taken:
+				errs = append(errs, fmt.Errorf("%s: port %d is also model %q's: give each model its own port", where, m.Port, other))
+			default:
+				ports[m.Port] = name
+			}
+		}
 		if !nameRE.MatchString(name) {
 			errs = append(errs, fmt.Errorf("%s: a name is letters, digits and . _ : / @ + - (at most 128)", where))
 		}
@@ -187,4 +205,32 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// CheckPorts refuses a model's fixed port that is the gateway's own (addr) or that something already listens on:
+// an engine started there could not bind it, and the one answering there is not the model's. Checked at start,
+// so the mistake is named before any load.
+func (fc FileConfig) CheckPorts(addr string) error {
+	own := 0
+	if _, p, err := net.SplitHostPort(addr); err == nil {
+		own, _ = strconv.Atoi(p)
+	}
+	var errs []error
+	for _, name := range sortedNames(fc.Models) {
+		port := fc.Models[name].Port
+		if port == 0 {
+			continue
+		}
+		if port == own {
+			errs = append(errs, fmt.Errorf("model %q: port %d is the gateway's own (%s): give the model another port", name, port, addr))
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("model %q: port %d on 127.0.0.1 is in use (%w): stop what listens there, or give the model another port", name, port, err))
+			continue
+		}
+		_ = l.Close()
+	}
+	return errors.Join(errs...)
 }
