@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/agent"
+	"github.com/visorhq/visor/engine/slots"
 	"github.com/visorhq/visor/engine/swap"
 )
 
@@ -49,45 +50,12 @@ const (
 	aheadFailed                    // failed: the images are encoded with the request
 )
 
-// Slots is a server's slots as the queued-prefill policy sees them.
-type Slots struct {
-	Server     int // the server's slots (--parallel)
-	Admit      int // requests that may run at once
-	Running    int // requests running, each holding a slot
-	Reserved   int // slots holding a queued request's prefill
-	Generating int // running requests whose model call is out
-	// Unseen says the caller cannot tell when running requests generate (the gateway: each request is one model
-	// call, and its client's tools run between requests, where the gateway sees nothing).
-	Unseen bool
-}
+// Slots is a server's slots as the queued-prefill policy sees them (the one allocator's, engine/slots).
+type Slots = slots.Usage
 
-// spare is how many server slots a prefill may take: those neither held nor needed by requests that may still
-// be admitted before the queue moves.
-func (s Slots) spare() int {
-	return s.Server - s.Running - s.Reserved - max(0, s.Admit-s.Running)
-}
-
-// QueuedPrefill says whether a queued request's images may be evaluated now, and why. A prefill takes a slot
-// no running request holds (one sequence per slot: it would cost a running request its cache, and be lost to
-// that request's next call in turn) nor the next admitted request needs. Where running requests are seen, it
-// waits until none generates, since an image encode stops every slot's decoding until it is done; where they are
-// not (Unseen), it starts at once.
-func QueuedPrefill(s Slots) (bool, string) {
-	switch {
-	case s.spare() <= 0:
-		return false, fmt.Sprintf("no spare server slot (%d slots: %d running, %d prefilled, %d kept for requests): a queued "+
-			"request is prefilled only in a slot no running one holds; give llama-server one more --parallel slot than requests",
-			s.Server, s.Running, s.Reserved, max(0, s.Admit-s.Running))
-	case s.Unseen:
-		return true, fmt.Sprintf("%d spare server slot(s): evaluate the queued request's images now (the running requests' "+
-			"gaps are not seen here, so an encode may hold their tokens back while it runs)", s.spare())
-	case s.Generating > 0:
-		return false, fmt.Sprintf("%d running request(s) generating: an image encode would stall their tokens, so the "+
-			"prefill waits until their tools run", s.Generating)
-	}
-	return true, fmt.Sprintf("%d spare server slot(s) and no running request generating: evaluate the queued request's images now",
-		s.spare())
-}
+// QueuedPrefill says whether a queued request's images may be evaluated now, and why (slots.QueuedPrefill: a
+// slot no running request holds nor the next admitted one needs, while none generates unless that is unseen).
+func QueuedPrefill(s Slots) (bool, string) { return slots.QueuedPrefill(s) }
 
 // nextPrefill picks the queued turn to prefill now, in queue order, and says why; -1 when none may start.
 func nextPrefill(s Slots, states []aheadState) (int, string) {
@@ -110,46 +78,27 @@ type engineQueue struct {
 	mu      sync.Mutex
 	running []*ticket
 	waiting []*ticket
+	table   slots.Table // the server's slots: who holds each, which session each served last
 	changed chan struct{}
 }
 
-func newEngineQueue(svc *Service, slots, server int) *engineQueue {
-	return &engineQueue{svc: svc, slots: slots, server: max(server, slots), changed: make(chan struct{})}
+func newEngineQueue(svc *Service, admit, server int) *engineQueue {
+	server = max(server, admit)
+	return &engineQueue{svc: svc, slots: admit, server: server, table: slots.New(server), changed: make(chan struct{})}
 }
 
 func (q *engineQueue) slotsLocked() Slots {
-	s := Slots{Server: q.server, Admit: q.slots, Running: len(q.running)}
+	s := Slots{Server: q.server, Admit: q.slots, Running: len(q.running), Reserved: q.table.Reserved()}
 	for _, t := range q.running {
 		if t.generating {
 			s.Generating++
 		}
 	}
-	for _, t := range q.waiting {
-		if t.slot >= 0 {
-			s.Reserved++
-		}
-	}
 	return s
 }
 
-// freeSlotLocked is a server slot nobody holds, the session's own last one if it is free.
-func (q *engineQueue) freeSlotLocked(sess *Session) int {
-	held := make([]bool, q.server)
-	for _, t := range append(append([]*ticket(nil), q.running...), q.waiting...) {
-		if t.slot >= 0 {
-			held[t.slot] = true
-		}
-	}
-	if last := sess.slot - 1; last >= 0 && last < q.server && !held[last] {
-		return last
-	}
-	for i, h := range held {
-		if !h {
-			return i
-		}
-	}
-	return -1
-}
+// key is the allocator's name for a session's conversation.
+func key(sess *Session) slots.Key { return slots.Key(sess.id) }
 
 func (q *engineQueue) broadcastLocked() {
 	close(q.changed)
@@ -180,12 +129,9 @@ func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err
 	q.waiting = append(q.waiting, t)
 	for {
 		if len(q.running) < q.slots && q.waiting[0] == t {
-			if t.slot < 0 {
-				t.slot = q.freeSlotLocked(t.sess)
-			}
+			q.table, t.slot = q.table.Take(key(t.sess), t.slot)
 			q.waiting = q.waiting[1:]
 			t.running = true
-			t.sess.slot = t.slot + 1
 			q.running = append(q.running, t)
 			done := t.done
 			q.kickLocked()
@@ -217,7 +163,7 @@ func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err
 					break
 				}
 			}
-			t.slot = -1
+			q.table, t.slot = q.table.Unreserve(t.slot), -1
 			q.kickLocked()
 			q.broadcastLocked()
 			q.mu.Unlock()
@@ -236,6 +182,7 @@ func (q *engineQueue) leave(t *ticket) {
 			break
 		}
 	}
+	q.table = q.table.Release(t.slot, key(t.sess))
 	t.running, t.generating, t.slot = false, false, -1
 	q.kickLocked()
 	q.broadcastLocked()
@@ -271,7 +218,7 @@ func (q *engineQueue) kickLocked() {
 			return
 		}
 		t := q.waiting[i]
-		if t.slot = q.freeSlotLocked(t.sess); t.slot < 0 {
+		if q.table, t.slot = q.table.Reserve(key(t.sess)); t.slot < 0 {
 			return
 		}
 		t.ahead, t.done = aheadRunning, make(chan struct{})
@@ -290,8 +237,8 @@ func (q *engineQueue) prefill(t *ticket, slot int, done chan struct{}) {
 	if err == nil {
 		t.ahead = aheadDone
 	} else {
-		// The slot goes back: the turn takes any free one when admitted.
-		t.ahead, t.slot = aheadFailed, -1
+		// The slot goes back: the turn takes a free one when admitted.
+		q.table, t.ahead, t.slot = q.table.Unreserve(slot), aheadFailed, -1
 	}
 	q.kickLocked()
 	q.broadcastLocked()
@@ -356,10 +303,8 @@ func (q *engineQueue) affinity(sess *Session) int {
 			return t.slot
 		}
 	}
-	slot := q.freeSlotLocked(sess)
-	if slot >= 0 {
-		sess.slot = slot + 1
-	}
+	var slot int
+	q.table, slot = q.table.Claim(key(sess))
 	return slot
 }
 

@@ -41,7 +41,6 @@ type Session struct {
 	notes     []*aheadNote      // actions taken for the next message, for --explain
 	queued    int
 	stats     Stats
-	slot      int // under the engine queue's lock: 1 + the server slot its last turn ran on; 0 before any
 
 	// status is the snapshot Status returns, published under mu at every change, read without it.
 	status atomic.Pointer[Status]
