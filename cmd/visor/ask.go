@@ -226,15 +226,8 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 	p := t.printer(stdout, stderr)
 	res, err := sess.Turn(ctx, t.question, imgs, p.Event)
 	p.Finish(res)
-	a.sayContinue(stderr, sess, "")
+	term.SayContinue(stderr, sess, "")
 	return err
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 type agentOptions struct {
@@ -271,14 +264,6 @@ func (a *app) openSession(ctx context.Context, title string) (*session.Session, 
 		return nil, fmt.Errorf("--session: %w", err)
 	}
 	return sess, nil
-}
-
-// sayContinue tells how to continue sess once it is stored (cmd is the command to repeat, "" for the same one);
-// a session the engine never answered in is not one to continue.
-func (a *app) sayContinue(stderr io.Writer, sess *session.Session, cmd string) {
-	if st := sess.Status(); st.Stored {
-		fmt.Fprintf(stderr, "session %s (continue with: %s--session %s)\n", st.ID, cmd, shortID(st.ID))
-	}
 }
 
 // printer is the turn's printer as its flags set it up.

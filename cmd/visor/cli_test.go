@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -130,28 +129,6 @@ func TestConfigFileAndSessionsRememberTheirModel(t *testing.T) {
 	writeConfig(t, "models:\n  tiny:\n    pth: x.gguf\n")
 	if _, _, err := visor(t, "ask", "--no-store", "q"); err == nil || !strings.Contains(err.Error(), `config.yaml:3:5: unknown key pth in models.tiny — did you mean path?`) {
 		t.Fatalf("broken config: %v", err)
-	}
-}
-
-// TestChatLineProtocolSkipsAHugeLine: a line over the limit is reported and skipped; the lines after it are read.
-func TestChatLineProtocolSkipsAHugeLine(t *testing.T) {
-	const max = 1 << 20
-	huge := strings.Repeat("x", max+10)
-	r := bufio.NewReaderSize(strings.NewReader("first\r\n"+huge+"\nthird\nlast"), 64*1024)
-	var got []string
-	for {
-		l, err := readLine(r, max)
-		if errors.Is(err, errLineTooLong) {
-			got = append(got, "<too long>")
-			continue
-		}
-		if err != nil {
-			break
-		}
-		got = append(got, l)
-	}
-	if strings.Join(got, "|") != "first|<too long>|third|last" {
-		t.Fatalf("lines %q", got)
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/visorhq/visor/internal/typo"
 	"io"
 	"runtime/debug"
 	"strings"
+
+	"github.com/visorhq/visor/frontend/term"
+	"github.com/visorhq/visor/internal/typo"
 )
 
 // usageError is a command line visor cannot run: it exits 2 with one line naming the fix, not the whole usage.
@@ -123,7 +125,7 @@ func version() string {
 		}
 	}
 	if rev != "" {
-		v += " " + shortID(rev) + dirty
+		v += " " + term.ShortID(rev) + dirty
 	}
 	return v + " " + bi.GoVersion
 }

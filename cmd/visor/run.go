@@ -14,6 +14,7 @@ import (
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/config"
 	"github.com/visorhq/visor/engine/launch"
+	"github.com/visorhq/visor/frontend/term"
 	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools/mcp"
@@ -115,7 +116,7 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 		}
 		p.Event(ev)
 	}, func(_ int, res session.Result) { p.Finish(res) })
-	a.sayContinue(stderr, sess, "")
+	term.SayContinue(stderr, sess, "")
 	return err
 }
 

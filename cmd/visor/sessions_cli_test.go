@@ -5,15 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/visorhq/visor/internal/testkit"
-	"github.com/visorhq/visor/memory"
-	"github.com/visorhq/visor/session/report"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session/report"
 )
 
 func runCLI(t *testing.T, s *memory.Store, args ...string) (string, error) {
