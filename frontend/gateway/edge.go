@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/visorhq/visor/internal/httpguard"
 )
@@ -42,9 +43,13 @@ type route struct {
 	methods []string
 }
 
-// drainLimit is how much of a refused body the gateway reads before it answers: a client still sending when
-// the connection closes sees a reset instead of the 413. Past it the connection is closed all the same.
-const drainLimit = 2 * httpguard.MaxBodyBytes
+// A refused body is read (and dropped) before the 413 goes out: a client still sending when the connection
+// closes sees a reset instead of the answer, and SDKs report a reset as a network error and retry. Reading is
+// cheap next to the sending, so the bound is wide (a GiB, for half a minute); a client past it is cut off.
+const (
+	drainLimit = 1 << 30
+	drainTime  = 30 * time.Second
+)
 
 // countingBody counts what the handlers read, so that a body refused halfway can be drained afterwards.
 type countingBody struct {
@@ -89,6 +94,8 @@ func (g *Gateway) edge(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 		if body != nil && (r.ContentLength > httpguard.MaxBodyBytes || body.n > httpguard.MaxBodyBytes) &&
 			r.ContentLength <= drainLimit {
+			// Without a server-wide read timeout, a client that stops sending would hold the drain for good.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainTime))
 			_, _ = io.CopyN(io.Discard, body, drainLimit-body.n)
 		}
 	})

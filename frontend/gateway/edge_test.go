@@ -105,13 +105,18 @@ func TestGatewayErrorsInOpenAIShape(t *testing.T) {
 }
 
 // TestGatewayLargeBodyIs413: a body over the 32 MiB bound, declared or chunked, is read to its end and answered
-// 413 in OpenAI's shape; the client finishes sending and reads the answer instead of a reset connection.
+// 413 in OpenAI's shape; the client finishes sending and reads the answer instead of a reset connection. 80 MiB
+// is past twice the bound, where the gateway used to stop reading and the client saw a reset.
 func TestGatewayLargeBodyIs413(t *testing.T) {
 	base := noEngineGateway(t, gateway.Config{})
 	addr := strings.TrimPrefix(base, "http://")
-	body := bytes.Repeat([]byte("a"), 33<<20)
-	for _, chunked := range []bool{false, true} {
-		t.Run(fmt.Sprint("chunked=", chunked), func(t *testing.T) {
+	for _, tc := range []struct {
+		mib     int
+		chunked bool
+	}{{33, false}, {33, true}, {80, false}, {80, true}} {
+		body := bytes.Repeat([]byte("a"), tc.mib<<20)
+		chunked := tc.chunked
+		t.Run(fmt.Sprintf("%dMiB/chunked=%v", tc.mib, chunked), func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
