@@ -89,7 +89,7 @@ func TestPageInRealBrowser(t *testing.T) {
 }
 
 // browser starts headless Chromium for a test; Cleanup closes it.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -108,7 +108,7 @@ func browser(t *testing.T) context.Context {
 }
 
 // steps runs actions in order, each within 20 s, failing with the page's text.
-func steps(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+func steps(t testing.TB, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	for i, a := range actions {
 		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -13,6 +13,6 @@ func realService(t *testing.T, srv *llamacpp.Server, store *memory.Store) *sessi
 	return testkit.Service(t, srv, store, func(c *session.Config) { c.AgentName = "web" })
 }
 
-func fakeService(t *testing.T, a session.Agent, tune func(*session.Config)) *session.Service {
+func fakeService(t testing.TB, a session.Agent, tune func(*session.Config)) *session.Service {
 	return testkit.FakeService(t, a, tune)
 }
