@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,50 +42,7 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	var reports []swap.Report
-	for _, path := range traces {
-		data, err := report.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		t, err := swap.ParseTrace(data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		rep, err := swap.Compare(t, costs)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		reports = append(reports, rep)
-	}
-	if *asJSON {
-		if !*explain {
-			for i := range reports {
-				for j := range reports[i].Results {
-					reports[i].Results[j].Events = nil
-				}
-			}
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(reports)
-	}
-	for i, rep := range reports {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		if err := rep.WriteTable(stdout); err != nil {
-			return err
-		}
-		if *explain {
-			if s, ok := rep.Result(swap.NameScheduler); ok {
-				if err := swap.WriteExplain(stdout, s); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return report.Simulate(traces, costs, *asJSON, *explain, stdout)
 }
 
 // storedCosts is --costs stored[:TEXT]: a cost model measured into the database.

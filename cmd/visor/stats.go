@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
-	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/session/report"
 )
 
@@ -50,46 +46,11 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer store.Close()
-	id := ""
-	if len(pos) == 1 && strings.TrimSpace(pos[0]) == "" {
-		return errors.New(`stats "": the session id is empty: give an id or a unique prefix (visor sessions list shows them)`)
+	format := report.StatsTable
+	if *asTrace {
+		format = report.StatsTrace
+	} else if *asJSON {
+		format = report.StatsJSON
 	}
-	if len(pos) == 1 {
-		if id, err = store.ResolveSessionID(ctx, pos[0]); err != nil {
-			return fmt.Errorf("stats %s: %w: list sessions with `visor sessions list`", pos[0], err)
-		}
-	} else {
-		// The newest session with something in it: an empty row (left by an older visor) has no stats.
-		list, err := session.List(ctx, store, session.ListOptions{Limit: 1})
-		if err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			return errors.New("stats: no stored sessions yet: run `visor ask` or `visor chat` first")
-		}
-		id = list[0].ID
-	}
-	msgs, err := store.Messages(ctx, id)
-	if err != nil {
-		return err
-	}
-	events, err := store.EngineEvents(ctx, id, 10000)
-	if err != nil {
-		return err
-	}
-	steps := report.Steps(msgs, events)
-	switch {
-	case *asTrace:
-		b, err := json.MarshalIndent(report.Trace(id, steps), "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
-		return err
-	case *asJSON:
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(steps)
-	}
-	return report.WriteSteps(stdout, id, steps, events)
+	return report.RunStats(ctx, store, pos, format, stdout)
 }

@@ -1,14 +1,19 @@
 package report
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/memory"
+	"github.com/visorhq/visor/session"
 )
 
 // Step is one model request of a session.
@@ -141,4 +146,61 @@ func WriteSteps(stdout io.Writer, id string, steps []Step, events []memory.Engin
 		fmt.Fprintf(stdout, "engine %s at %s (%s) %s\n", termtext.Clean(string(e.Kind)), e.At.Format(time.TimeOnly), e.Duration.Round(time.Millisecond), termtext.Clean(string(e.Detail)))
 	}
 	return nil
+}
+
+// StatsFormat is how RunStats prints: the table, the steps as JSON, or a `visor simulate` trace.
+type StatsFormat int
+
+const (
+	StatsTable StatsFormat = iota
+	StatsJSON
+	StatsTrace
+)
+
+// RunStats prints `visor stats [SESSION]`: the session args names (an id or a unique prefix; none: the newest
+// session with something in it), its steps and what the engine did meanwhile.
+func RunStats(ctx context.Context, store *memory.Store, args []string, format StatsFormat, stdout io.Writer) error {
+	id := ""
+	if len(args) == 1 && strings.TrimSpace(args[0]) == "" {
+		return errors.New(`stats "": the session id is empty: give an id or a unique prefix (visor sessions list shows them)`)
+	}
+	if len(args) == 1 {
+		var err error
+		if id, err = store.ResolveSessionID(ctx, args[0]); err != nil {
+			return fmt.Errorf("stats %s: %w: list sessions with `visor sessions list`", args[0], err)
+		}
+	} else {
+		// The newest session with something in it: an empty row (left by an older visor) has no stats.
+		list, err := session.List(ctx, store, session.ListOptions{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return errors.New("stats: no stored sessions yet: run `visor ask` or `visor chat` first")
+		}
+		id = list[0].ID
+	}
+	msgs, err := store.Messages(ctx, id)
+	if err != nil {
+		return err
+	}
+	events, err := store.EngineEvents(ctx, id, 10000)
+	if err != nil {
+		return err
+	}
+	steps := Steps(msgs, events)
+	switch format {
+	case StatsTrace:
+		b, err := json.MarshalIndent(Trace(id, steps), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	case StatsJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(steps)
+	}
+	return WriteSteps(stdout, id, steps, events)
 }
