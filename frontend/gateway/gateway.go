@@ -401,7 +401,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	t0 := time.Now()
 	var ready conductor.Ready
 	if req.stream && !md.Remote && g.pool.state(md.Name).State != "loaded" {
-		started, stop := showLoading(w, req.model)
+		started, stop := showLoading(w, r, req.model)
 		w = started
 		ready, err = eng.EnsureReady(ctx)
 		stop()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,17 +49,24 @@ func streamError(w io.Writer, typ, code, msg string) {
 // showLoading starts a streamed answer while name's engine loads: the headers go out at once, then an SSE
 // comment (which clients ignore) after a second and every 5 s, saying how long the load has taken, so a client
 // waiting on a large model sees progress rather than a silent connection it may time out. Not more often:
-// go-openai counts such lines against its limit of 300 empty messages, and reads them into the error it parses
-// should an error event follow; a load that fails at once shows no comment. stop ends the comments.
-func showLoading(w http.ResponseWriter, name string) (started *sseStarted, stop func()) {
+// go-openai counts such lines against its limit of 300 empty messages. go-openai also reads every line that is
+// not data into the error it parses should an error event follow, so after a comment a failed load reached it
+// as "unexpected end of JSON input"; a Go client that names itself no other way (go-openai sends Go's own
+// User-Agent) is sent empty lines instead, which it and every SSE parser skip. stop ends the notices.
+func showLoading(w http.ResponseWriter, r *http.Request, name string) (started *sseStarted, stop func()) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	s := &sseStarted{ResponseWriter: w}
 	t0 := time.Now()
+	comments := !strings.HasPrefix(r.UserAgent(), "Go-http-client/")
 	say := func() {
-		fmt.Fprintf(s, ": loading model %s (%.0f s)\n\n", name, time.Since(t0).Seconds())
+		if comments {
+			fmt.Fprintf(s, ": loading model %s (%.0f s)\n\n", name, time.Since(t0).Seconds())
+		} else {
+			_, _ = io.WriteString(s, "\n")
+		}
 		s.Flush()
 	}
 	s.Flush()

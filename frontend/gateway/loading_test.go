@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -71,8 +72,11 @@ func TestGatewayShowsLoading(t *testing.T) {
 		srv.Close()
 		_ = gw.Close(context.Background())
 	}()
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"slow","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "OpenAI/JS 5.23.2") // Go's own gets empty lines (TestGatewayFailedLoadAfterNotices)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,5 +117,84 @@ func TestGatewayShowsLoading(t *testing.T) {
 	var ae *openai.APIError
 	if !errors.As(err, &ae) || !strings.Contains(ae.Message, `"broken" is not available`) {
 		t.Fatalf("a model that cannot load: %v, want the stream's error event naming it", err)
+	}
+}
+
+// noticed signals once the handler writes the first bytes of a body: the loading notice of a stream whose
+// model is still loading.
+type noticed struct {
+	http.ResponseWriter
+	once *sync.Once
+	ch   chan struct{}
+}
+
+func (n noticed) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		n.once.Do(func() { close(n.ch) })
+	}
+	return n.ResponseWriter.Write(b)
+}
+
+func (n noticed) Flush() { n.ResponseWriter.(http.Flusher).Flush() }
+
+// TestGatewayFailedLoadAfterNotices: a load that fails after the client was told the model is loading ends the
+// stream with an error that go-openai raises as the gateway's clean OpenAI error (go-openai reads every line
+// that is not data into the error it parses, so a comment there left it "unexpected end of JSON input"), and a
+// client of another SDK still sees the loading comment before the same error event.
+func TestGatewayFailedLoadAfterNotices(t *testing.T) {
+	// serve is a gateway whose one model fails to load only once the loading notice went out, so the test shows
+	// the stream after a notice without a clock.
+	serve := func(t *testing.T) string {
+		seen := make(chan struct{})
+		broken := func() gateway.Engine {
+			return conductor.New(conductor.Config{Launch: func(ctx context.Context, _ string) (conductor.Process, error) {
+				select {
+				case <-seen:
+				case <-ctx.Done():
+				}
+				return nil, errors.New("llama-server exited: failed to load model")
+			}})
+		}
+		gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "broken", Open: broken}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		once := &sync.Once{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			gw.Handler().ServeHTTP(noticed{w, once, seen}, r)
+		}))
+		t.Cleanup(func() {
+			srv.Close()
+			_ = gw.Close(context.Background())
+		})
+		return srv.URL
+	}
+
+	oc := openai.DefaultConfig("")
+	oc.BaseURL = serve(t) + "/v1"
+	s, err := openai.NewClientWithConfig(oc).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "broken",
+		Messages: []openai.ChatCompletionMessage{user("hello")}})
+	if err == nil {
+		defer s.Close()
+		_, err = s.Recv()
+	}
+	var ae *openai.APIError
+	if !errors.As(err, &ae) || !strings.Contains(ae.Message, `the model "broken" is not available`) || ae.Type != "server_error" {
+		t.Fatalf("go-openai after a failed load: %v, want the gateway's error naming the model", err)
+	}
+
+	req, _ := http.NewRequest("POST", serve(t)+"/v1/chat/completions",
+		strings.NewReader(`{"model":"broken","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "OpenAI/JS 5.23.2")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.HasPrefix(string(b), ": loading model broken (") || !strings.Contains(string(b), `data: {"error":`) ||
+		!strings.Contains(string(b), `the model \"broken\" is not available`) {
+		t.Fatalf("another SDK's stream: %q, want the loading comment, then the error event", b)
 	}
 }
