@@ -163,7 +163,10 @@ func TestChatInATerminal(t *testing.T) {
 	a := startTmux(t, dir, "vision", "chat", "--model", chat, "--mmproj", proj, "--db", db, "--plan", "off", "--explain")
 	a.waitScreen("status line", regexp.MustCompile(`tiny-bigram\.gguf · ctx 0/\d+ .*resident: projector`))
 	a.paste(shot)
-	a.waitScreen("dropped screenshot", regexp.MustCompile(`attached shot\.png \(\d+ bytes\)`))
+	// The image and its size are named once (issue 22: the notice repeated the 📎 list).
+	if s := a.waitScreen("dropped screenshot", regexp.MustCompile(`📎 shot\.png 16×16 \d+ bytes · encoding it while you type`)); strings.Count(s, "16×16") != 1 {
+		t.Errorf("the attachment's size is shown %d times, want once:\n%s", strings.Count(s, "16×16"), s)
+	}
 	a.keys("What is on the screen?", "Enter")
 	a.waitScreen("streamed answer", regexp.MustCompile(`(?s)you › \[1 image\] What is on the screen\?.*Hi!.*ctx [1-9]\d*/\d+ .*tok/s`))
 	// The turn ends after the answer is stored; only then is the prompt idle.

@@ -135,7 +135,7 @@ func (c *chat) attach(path string) error {
 		fmt.Fprintln(c.stderr, termtext.Clean(fmt.Sprintf("/image %s: %v", path, err)))
 		return nil
 	}
-	fmt.Fprintf(c.stderr, "(attached %s, %d bytes; encoding it now)\n", termtext.Clean(path), len(im.Data))
+	fmt.Fprintf(c.stderr, "(attached %s; encoding it now)\n", images.Describe(termtext.Clean(path), data, im.Data))
 	return nil
 }
 

@@ -21,7 +21,7 @@ type Backend interface {
 	// one at a time, and returns when the turn ends; canceling ctx cancels the turn.
 	Send(ctx context.Context, text string, emit func(agent.Event)) agent.Finished
 	// Attach reads an image file for the next message and starts encoding it ahead, returning a short
-	// description ("shot.png, 12 KB"). Errors are meant for the user (not an image, no projector).
+	// description with the sizes it was given and is sent at (images.Describe). Errors are meant for the user (not an image, no projector).
 	Attach(ctx context.Context, path string) (string, error)
 	// Detach drops the images attached for the next message.
 	Detach()

@@ -75,7 +75,7 @@ func (b *SessionBackend) Attach(ctx context.Context, path string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("/image %s: %w", path, err)
 	}
-	return fmt.Sprintf("%s (%s)", filepath.Base(path), humanBytes(len(im.Data))), nil
+	return images.Describe(filepath.Base(path), data, im.Data), nil
 }
 
 func (b *SessionBackend) Detach() { b.Session().ClearAttachments() }
@@ -108,14 +108,4 @@ func (b *SessionBackend) Resume(ctx context.Context, id string) ([]agent.Message
 		prev.Close()
 	}
 	return next.History(), nil
-}
-
-func humanBytes(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%d KB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

@@ -234,7 +234,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.addNotice(errorEntry, msg.err.Error())
 		} else {
 			m.attached = append(m.attached, msg.desc)
-			m.notice = "attached " + msg.desc + "; encoding it while you type"
+			m.notice = "encoding it while you type" // the 📎 list beside it names the image and its sizes
 		}
 		m.status = m.b.Status()
 		return m, nil

@@ -284,7 +284,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"attached": sess.conv.Pending(), "bytes": len(data), "mime": im.MIME})
+	_ = json.NewEncoder(w).Encode(map[string]any{"attached": sess.conv.Pending(), "bytes": len(data), "mime": im.MIME,
+		"size": images.Describe("", data, im.Data)})
 }
 
 // send runs one turn for {"text": …} with the attached images and streams its events as server-sent events.
