@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/textcut"
 )
 
@@ -209,7 +210,7 @@ func exportMarkdown(sess Session, msgs []Message, runs []ToolRun, w io.Writer, i
 	}
 	fmt.Fprintf(&b, "# %s\n\n", title)
 	fmt.Fprintf(&b, "- id: `%s`\n", sess.ID)
-	for _, kv := range [][2]string{{"agent", sess.Agent}, {"model", sess.Model}, {"engine profile", sess.EngineProfile}} {
+	for _, kv := range [][2]string{{"agent", sess.Agent}, {"model", sess.Model}, {"engine profile", readableProfile(sess.EngineProfile)}} {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, "- %s: %s\n", kv[0], kv[1])
 		}
@@ -262,7 +263,8 @@ func exportMarkdown(sess Session, msgs []Message, runs []ToolRun, w io.Writer, i
 		for i, img := range m.Images {
 			name := img.SHA256 + extensionFor(img.MIME)
 			if imageDir == "" {
-				fmt.Fprintf(&b, "*image %d: %s, %dx%d, sha256 %s (not exported)*\n\n", i+1, img.MIME, img.Width, img.Height, img.SHA256)
+				fmt.Fprintf(&b, "*image %d: %s, %d×%d, %s as sent to the model, sha256 %s (not exported)*\n\n", i+1, img.MIME,
+					img.Width, img.Height, images.Size(len(img.Data)), img.SHA256)
 				continue
 			}
 			if !written[name] {
@@ -289,6 +291,56 @@ func exportMarkdown(sess Session, msgs []Message, runs []ToolRun, w io.Writer, i
 		return fmt.Errorf("memory: export %q as markdown: %w", sess.ID, err)
 	}
 	return nil
+}
+
+// readableProfile is a stored engine profile for a person: a JSON object's set fields as "key value" in their
+// stored order ("path m.gguf, parallel 1, plan off"), not the object itself; any other text as it is.
+func readableProfile(stored string) string {
+	dec := json.NewDecoder(strings.NewReader(stored))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(stored), &fields); err != nil {
+		return stored
+	}
+	var parts []string
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return stored
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return stored
+		}
+		key, _ := tok.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return stored
+		}
+		if sub, ok := v.(map[string]any); ok { // an embedded object's fields read as the profile's own
+			if inner, err := json.Marshal(sub); err == nil {
+				if r := readableProfile(string(inner)); r != "" {
+					parts = append(parts, r)
+				}
+			}
+			continue
+		}
+		var val string
+		switch v := v.(type) {
+		case nil:
+		case []any:
+			words := make([]string, len(v))
+			for i, w := range v {
+				words[i] = fmt.Sprint(w)
+			}
+			val = strings.Join(words, " ")
+		default:
+			val = fmt.Sprint(v)
+		}
+		if val != "" && val != "0" && val != "false" {
+			parts = append(parts, strings.ToLower(key)+" "+val)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeFence writes text in a code fence longer than any backtick run inside it, so content cannot end it.
