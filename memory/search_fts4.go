@@ -273,6 +273,8 @@ func expandTerms(ctx context.Context, db querier, text string) ([]termGroup, err
 				alts = []string{porterStem(tok) + "*"}
 			} else if alts, err = sameStem(ctx, db, tok); err != nil {
 				return nil, err
+			} else {
+				alts = literalFirst(alts, tok)
 			}
 			var next [][]string
 			for _, f := range forms {
@@ -291,6 +293,19 @@ func expandTerms(ctx context.Context, db querier, text string) ([]termGroup, err
 		groups = append(groups, g)
 	}
 	return groups, nil
+}
+
+// literalFirst puts the token as typed first among its forms, so that when a long term's forms pass maxForms the
+// phrase as written is still among those searched: the cut kept the alphabetically first forms, and a line of
+// JSON pasted as the query found nothing in FTS4 while FTS5 found it.
+func literalFirst(alts []string, tok string) []string {
+	for i, a := range alts {
+		if a == tok {
+			out := append([]string{tok}, alts[:i]...)
+			return append(out, alts[i+1:]...)
+		}
+	}
+	return alts
 }
 
 // sameStem lists the indexed words whose porter stem is tok's. A word shares all of its stem but the
