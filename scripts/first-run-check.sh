@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # first-run-check.sh [RUNS] measures the first hour as a newcomer meets it. Each run takes a fresh clone of this
 # repository's HEAD (outside it, with no ../shared beside it) and a fresh HOME (empty Go caches, no engine, no npm
-# cache), and runs `make demo` and then `make test` there while another cold build of the same tree runs beside
-# them. It prints each command's exit status, time and longest silence (the longest stretch without a line of
-# output, the start and the end included), and exits 1 when a command fails or is silent longer than
-# SILENCE_LIMIT seconds (default 30). The logs, every line stamped with its second, stay in the folder it names.
+# cache; the system's certificates and proxies kept), and runs `make demo` and then `make test` there while another
+# cold build of the same tree runs beside them. It prints each command's exit status, time and longest silence (the
+# longest stretch without a line of output, the start and the end included), and exits 1 when a command fails or
+# is silent longer than SILENCE_LIMIT seconds (default 30). The logs, each line stamped with its second, stay in
+# the folder it names.
 set -uo pipefail
 runs=${1:-1}
 limit=${SILENCE_LIMIT:-30}
@@ -44,7 +45,11 @@ for i in $(seq 1 "$runs"); do
   other=$!
   for target in demo test; do
     start=$SECONDS
-    stamped "$dir/$target.log" env -i PATH="$PATH" HOME="$dir/home" TERM=dumb LANG=C.UTF-8 GOTOOLCHAIN=local \
+    # The system's settings stay (certificates, proxies, npm's global config); what a user's HOME or shell would
+    # have set for Go, the XDG folders and visor goes.
+    unset_user=()
+    for v in $(compgen -e | grep -E '^(GO|XDG_|VISOR_|npm_config_)'); do unset_user+=(-u "$v"); done
+    stamped "$dir/$target.log" env "${unset_user[@]}" HOME="$dir/home" GOTOOLCHAIN=local \
       bash -c 'cd "$1" && make "$2"' _ "$dir/visor" "$target" </dev/null
     rc=$?
     gap=$(cat "$dir/$target.log.gap")

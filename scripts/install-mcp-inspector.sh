@@ -19,8 +19,11 @@ if [ -x "$bin" ] && grep -q "\"version\": \"$version\"" "$pkg" 2>/dev/null; then
 fi
 command -v npm >/dev/null || { echo "install-mcp-inspector: npm not found (apt-get install nodejs npm)" >&2; exit 1; }
 mkdir -p "$dir"
-# stdout carries the path; npm's progress goes to stderr.
-npm install --prefix "$dir" --no-save --no-package-lock --no-audit --no-fund \
+. "$(dirname "$0")/progress.sh"
+# stdout carries the path; npm's messages and the progress lines go to stderr (npm itself is silent while it
+# fetches, a minute or more on a slow link).
+progress "install-mcp-inspector: installing the MCP Inspector CLI $version from npm into $dir (~1 min) …" \
+  npm install --prefix "$dir" --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
   "@modelcontextprotocol/inspector@$version" >&2
 [ -x "$bin" ] || { echo "install-mcp-inspector: $bin missing after npm install" >&2; exit 1; }
 echo "$bin"
