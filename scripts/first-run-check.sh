@@ -63,7 +63,7 @@ for i in $(seq 1 "$runs"); do
   kill -- -"$other" 2>/dev/null
   wait "$other" 2>/dev/null
   # The caches are large (Go's build cache, the engine, npm): keep the logs only.
-  chmod -R u+w "$dir/home" 2>/dev/null
+  chmod -R u+w "$dir/home" "$dir/other" 2>/dev/null
   rm -rf "$dir/home" "$dir/other" "$dir/visor"
 done
 exit $fail
