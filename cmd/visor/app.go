@@ -13,7 +13,6 @@ import (
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/swap"
-	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/memory"
@@ -84,13 +83,13 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	a.turn = t
 	vision := session.VisionUnknown
-	var proj *vram.Projector
+	var sizing launch.ImageSizing
 	if t.engine.Endpoint == "" {
 		vision = session.VisionNo
 		if t.engine.Projector != "" {
 			vision = session.VisionYes
-			proj = readProjector(t.engine.Projector, logger)
-			a.limits.Fit = intakeFit(proj)
+			sizing = launch.ProjectorSizing(t.engine.Projector, logger)
+			a.limits.Fit = sizing.Fit
 		}
 	}
 	var searcher memory.Searcher
@@ -108,8 +107,8 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	var svc *session.Service
 	restarting := false
-	seen := &launchedEngine{}
-	l := launch.New(t.engine, launch.Options{Out: stderr, Logger: logger, Reuse: true, OnStart: seen.set})
+	seen := &session.LastLaunch{}
+	l := launch.New(t.engine, launch.Options{Out: stderr, Logger: logger, Reuse: true, OnStart: seen.Started})
 	ccfg := conductor.Config{Logger: logger, OnEvent: func(ev conductor.Event) {
 		switch ev.Kind {
 		case conductor.EventCrashed:
@@ -140,7 +139,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: config.Profile(t.modelName, t.engine),
 		Logger:        logger, Images: a.limits, Scheduler: sched,
-		EngineCosts: seen.costs, ImageTokens: projectorTokens(proj), Relauncher: a.cond,
+		EngineCosts: seen.Costs, ImageTokens: sizing.Tokens, Relauncher: a.cond,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format,
 			ImageWindow: sessionWindow(t.imageWindow)}}
@@ -167,26 +166,6 @@ func (a *app) ensureEngine(ctx context.Context) error {
 		return fmt.Errorf("the engine: %w", err)
 	}
 	return nil
-}
-
-// readProjector reads the projector's image facts once, for intake's sizing and the cost model's token counts. A
-// header that cannot be read gives nil, and images then go at their own size with estimated tokens: the engine's
-// load reports the file.
-func readProjector(mmproj string, logger *slog.Logger) *vram.Projector {
-	p, err := vram.ProjectorFromFile(userpath.Expand(mmproj))
-	if err != nil {
-		logger.Debug("the projector's image facts are unknown", "mmproj", mmproj, "err", err)
-		return nil
-	}
-	return p
-}
-
-// intakeFit sizes images at intake to what the projector's encoder uses (vram.Projector.IntakeSize).
-func intakeFit(p *vram.Projector) func(w, h int) (int, int) {
-	if p == nil {
-		return nil
-	}
-	return func(w, h int) (int, int) { return p.IntakeSize(w, h, 0) }
 }
 
 // readImage takes an image file in under the one intake policy, naming it (as what, e.g. "--image x.png") in
