@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/config"
@@ -106,22 +105,11 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		return a, fmt.Errorf("--tool-format: %w", err)
 	}
 	var svc *session.Service
-	restarting := false
 	seen := &session.LastLaunch{}
 	l := launch.New(t.engine, launch.Options{Out: stderr, Logger: logger, Reuse: true, OnStart: seen.Started})
+	report := launch.CrashReporter(stderr)
 	ccfg := conductor.Config{Logger: logger, OnEvent: func(ev conductor.Event) {
-		switch ev.Kind {
-		case conductor.EventCrashed:
-			fmt.Fprintf(stderr, "the engine crashed: %v\n", ev.Err)
-		case conductor.EventRestarting:
-			restarting = true
-			fmt.Fprintln(stderr, "restarting it …")
-		case conductor.EventReady:
-			if restarting {
-				fmt.Fprintf(stderr, "engine restarted in %s\n", ev.Duration.Round(time.Millisecond))
-			}
-			restarting = false
-		}
+		report(ev)
 		if svc != nil {
 			svc.RecordEngineEvent(ev)
 		}

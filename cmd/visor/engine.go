@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/visorhq/visor/engine/install"
 	"github.com/visorhq/visor/engine/launch"
@@ -25,28 +23,7 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f, err := launch.ServerFlags(ctx, *server)
-	if err != nil {
-		return err
-	}
-	bin := f.Binary
-	// What the server itself can offload to: no device means every model runs on the CPU.
-	devs, derr := llamacpp.ListDevices(ctx, bin)
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		out := map[string]any{"binary": bin, "version": f.Version, "spec_types": f.SpecTypes,
-			"mmproj_gpu_swap": f.MMProjGPUSwap(), "mmproj_offload": f.Has("--no-mmproj-offload"), "flags": len(f.Names),
-			"devices": devs}
-		if derr != nil {
-			out["devices_error"] = derr.Error()
-		}
-		return enc.Encode(out)
-	}
-	fmt.Fprintf(stdout, "llama-server:     %s\n%s\nspec types:       %v\nmmproj-gpu-swap:  %v\nmmproj offload:   %v\n",
-		bin, f.Version, f.SpecTypes, f.MMProjGPUSwap(), f.Has("--no-mmproj-offload"))
-	fmt.Fprint(stdout, deviceLines(devs, derr))
-	return nil
+	return launch.Describe(ctx, *server, *asJSON, stdout)
 }
 
 // cmdEngineInstall runs the installer embedded in the binary, so a `go install`ed visor gets its engine too.
@@ -77,24 +54,4 @@ func cmdEngineInstall(ctx context.Context, args []string, stdout, stderr io.Writ
 		env = append(env, "VISOR_ENGINE_FORCE=1")
 	}
 	return install.Run(ctx, install.Options{Dir: fs.Arg(0), Env: env, Stdout: stdout, Stderr: stderr, Command: "visor engine install"})
-}
-
-// deviceLines renders the devices llama-server sees, or why it sees none.
-func deviceLines(devs []llamacpp.Device, err error) string {
-	switch {
-	case err != nil:
-		return fmt.Sprintf("devices:          unknown (%v)\n", err)
-	case len(devs) == 0:
-		return "devices:          none: llama-server runs on the CPU; on a GPU machine install the GPU backend " +
-			"(visor engine install --gpu vulkan --force)\n"
-	}
-	var b strings.Builder
-	for i, d := range devs {
-		label := ""
-		if i == 0 {
-			label = "devices:"
-		}
-		fmt.Fprintf(&b, "%-18s%s: %s, %d MiB free of %d MiB\n", label, d.Name, d.Description, d.FreeMiB, d.TotalMiB)
-	}
-	return b.String()
 }
