@@ -4,19 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tidwall/gjson"
 
-	"github.com/visorhq/visor/agent"
-	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/session"
 )
 
 // checkImages takes every data-URL image of a chat body through visor's image intake, so a bad one is refused
@@ -131,117 +128,32 @@ func hasImages(body []byte) bool {
 
 // conversationKey identifies a client's conversation by its first two messages, which every later request of
 // it repeats: the slot that served it last holds its cache.
-func conversationKey(body []byte) uint64 {
+func conversationKey(body []byte) string {
 	h := fnv.New64a()
 	for _, p := range []string{"messages.0", "messages.1"} {
 		h.Write([]byte(gjson.GetBytes(body, p).Raw))
 	}
-	return h.Sum64()
-}
-
-// errNoImagePrefix: the part of the prompt a prefill can evaluate holds no image.
-var errNoImagePrefix = errors.New("the prompt's shared prefix holds no image")
-
-// prefillBody has the server evaluate, on server slot slot, the prompt of body's request up to the end of its
-// last message, images included, leaving only the generation prompt. The request is known whole while it waits,
-// so the prefix comes from the server's own template: the longest part shared by the request and the request
-// followed by one more user message, which ends after the last message's end of turn. The request later sent to
-// the same slot then extends the cached sequence exactly, which recurrent models need (agent.PrefillHistory
-// does the same for visor's own turns).
-func prefillBody(ctx context.Context, c *engine.Client, body []byte, slot int) (*engine.Timings, error) {
-	x, y, err := renderPair(body)
-	if err != nil {
-		return nil, err
-	}
-	px, err := c.ApplyTemplateRaw(ctx, x)
-	if err != nil {
-		return nil, err
-	}
-	py, err := c.ApplyTemplateRaw(ctx, y)
-	if err != nil {
-		return nil, err
-	}
-	marker, err := c.MediaMarker(ctx)
-	if err != nil {
-		return nil, err
-	}
-	prefix, n := agent.SharedImagePrefix(px, py, marker)
-	if n == 0 {
-		return nil, errNoImagePrefix
-	}
-	var imgs []string
-	gjson.GetBytes(body, "messages.#.content").ForEach(func(_, parts gjson.Result) bool {
-		parts.ForEach(func(_, p gjson.Result) bool {
-			if u, ok := imageURL(p); ok {
-				if payload, ok := base64Payload(u); ok {
-					imgs = append(imgs, payload)
-				}
-			}
-			return true
-		})
-		return true
-	})
-	if len(imgs) < n {
-		return nil, fmt.Errorf("the rendered prefix holds %d images but the request only %d data-URL ones", n, len(imgs))
-	}
-	return c.Evaluate(ctx, prefix, imgs[:n], engine.Extra{IDSlot: &slot})
-}
-
-// renderPair is body, and body with one more user message, for rendering only.
-func renderPair(body []byte) (x, y []byte, err error) {
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, nil, err
-	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(req["messages"], &msgs); err != nil {
-		return nil, nil, fmt.Errorf("messages: %w", err)
-	}
-	delete(req, "stream")
-	if x, err = json.Marshal(req); err != nil {
-		return nil, nil, err
-	}
-	if req["messages"], err = json.Marshal(append(msgs, json.RawMessage(`{"role":"user","content":"A"}`))); err != nil {
-		return nil, nil, err
-	}
-	y, err = json.Marshal(req)
-	return x, y, err
-}
-
-// ahead is a queued request's prefill in flight.
-type ahead struct {
-	slot int
-	done chan struct{}
-	tm   *engine.Timings
-	err  error
-	took time.Duration
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // startAhead reserves a spare server slot for a request that has to wait and evaluates its images there while
 // it waits; nil when the policy finds no slot (see session.QueuedPrefill) or the model is not loaded.
-func (g *Gateway) startAhead(ctx context.Context, md Model, req request) *ahead {
-	eng, slot, why := g.pool.reserve(md.Name)
-	if slot < 0 {
+func (g *Gateway) startAhead(ctx context.Context, md Model, req request, key string) *session.Ahead {
+	a, why := g.engines.PrefillAhead(ctx, md.Name, key, md.APIKey, req.upstream)
+	if a == nil {
 		g.cfg.Logger.Debug("gateway: no prefill for a queued request", "model", md.Name, "why", why)
 		return nil
 	}
-	g.cfg.Logger.Info("gateway: prefilling a queued request", "model", md.Name, "slot", slot, "why", why)
-	a := &ahead{slot: slot, done: make(chan struct{})}
+	g.cfg.Logger.Info("gateway: prefilling a queued request", "model", md.Name, "slot", a.Slot, "why", why)
 	go func() {
-		defer close(a.done)
-		t0 := time.Now()
-		r, err := eng.EnsureReady(ctx)
-		if err == nil {
-			a.tm, err = prefillBody(ctx, engine.NewClient(r.URL, md.APIKey), req.upstream, slot)
-		}
-		a.err, a.took = err, time.Since(t0)
-		if err != nil {
+		<-a.Done
+		if a.Err != nil {
 			if ctx.Err() == nil {
-				g.cfg.Logger.Warn("gateway: queued prefill failed; the images are encoded with the request", "model", md.Name, "err", err)
+				g.cfg.Logger.Warn("gateway: queued prefill failed; the images are encoded with the request", "model", md.Name, "err", a.Err)
 			}
 			return
 		}
-		g.metrics.queuedPrefill(md.Name, a.tm)
+		g.metrics.queuedPrefill(md.Name, a.Timings)
 	}()
 	return a
 }

@@ -22,6 +22,8 @@
 // required to listen off loopback. Requests beyond a model's slots wait in a bounded queue (429 when it is full,
 // 503 after the queue timeout, both with Retry-After).
 //
-// It does not start engines itself (Model.Open does), batch requests, or translate other APIs (Anthropic,
-// Ollama).
+// Which models are loaded, the queue and the slots are the session service's (session.Engines over
+// engine/residency and engine/slots), as are the recording of traffic as sessions (session.ClientRecorder) and the
+// rendering of tools as text for a model whose server must not handle them (session.ToolsAsText). It does not
+// start engines itself (Model.Open does), batch requests, or translate other APIs (Anthropic, Ollama).
 package gateway

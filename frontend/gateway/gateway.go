@@ -19,7 +19,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/visorhq/visor/agent/toolcall"
-	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/httpguard"
 	"github.com/visorhq/visor/session"
@@ -66,7 +65,8 @@ type (
 type Gateway struct {
 	cfg     Config
 	guard   *httpguard.Guard
-	pool    *pool
+	engines *session.Engines
+	byName  map[string]Model
 	metrics *metrics
 	hc      *http.Client
 	mux     *http.ServeMux
@@ -81,8 +81,6 @@ type Gateway struct {
 	ctxMu   sync.Mutex
 	ctx     map[string]int64 // context lengths read from the servers
 	urls    map[string]string
-	quit    chan struct{}
-	done    chan struct{}
 }
 
 // New returns a Gateway for cfg. No model is loaded until a request asks for it.
@@ -110,12 +108,22 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	p, err := newPool(cfg.Models, cfg.MaxQueue, cfg.QueueTimeout, cfg.IdleUnload, m)
+	ems, byName, err := engineModels(cfg.Models)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, guard: guard, pool: p, metrics: m, names: p.order, checked: newCheckedImages(1024), quit: make(chan struct{}),
-		done: make(chan struct{}),
+	engines, err := session.NewEngines(session.EnginesConfig{Models: ems, MaxQueue: cfg.MaxQueue,
+		QueueTimeout: cfg.QueueTimeout, IdleUnload: cfg.IdleUnload, OnIdleUnload: func(n int) {
+			cfg.Logger.Info("gateway: unloaded idle models", "count", n)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ems))
+	for i, em := range ems {
+		names[i] = em.Name
+	}
+	g := &Gateway{cfg: cfg, guard: guard, engines: engines, byName: byName, metrics: m, names: names, checked: newCheckedImages(1024),
 		// One transport for every engine, with enough idle connections that concurrent streams do not redial;
 		// no compression, so bytes pass through as the server wrote them.
 		hc: &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
@@ -124,7 +132,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.resps, g.urls = newResponseStore(64<<20), map[string]string{}
 	for _, m := range cfg.Models {
 		for _, a := range m.Aliases {
-			if _, dup := p.entries[a]; dup || g.alias[a] != "" {
+			if _, dup := byName[a]; dup || g.alias[a] != "" {
 				return nil, fmt.Errorf("gateway: alias %q of model %q is already a model's name or alias", a, m.Name)
 			}
 			g.alias[a] = m.Name
@@ -147,7 +155,6 @@ func New(cfg Config) (*Gateway, error) {
 	g.handle("/health", g.health, http.MethodGet)
 	g.handle("/metrics", g.metricsPage, http.MethodGet)
 	g.mux.HandleFunc("/", g.notFound)
-	go g.reaper()
 	return g, nil
 }
 
@@ -158,17 +165,17 @@ func (g *Gateway) Preload(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("gateway: no model %q to preload: the names are %s", name, strings.Join(g.names, ", "))
 	}
-	eng, release, _, err := g.pool.acquire(ctx, name)
+	lease, err := g.engines.Acquire(ctx, name, "", -1)
 	if err != nil {
 		return fmt.Errorf("gateway: preload %s: %w", name, err)
 	}
-	defer release()
+	defer lease.Release()
 	t0 := time.Now()
-	ready, err := eng.EnsureReady(ctx)
+	url, err := lease.Ready(ctx)
 	if err != nil {
 		return fmt.Errorf("gateway: model %q: %w", name, err)
 	}
-	g.ready(g.pool.entries[name].m, ready.URL)
+	g.ready(g.byName[name], url)
 	g.metrics.swapWait(name, 0, time.Since(t0))
 	return nil
 }
@@ -182,37 +189,10 @@ func (g *Gateway) ListenAndServe(ctx context.Context, addr string, ready func(ne
 	return g.guard.ListenAndServe(ctx, addr, g.Handler(), ready)
 }
 
-// Close unloads every model and stops the idle reaper.
+// Close unloads every model.
 func (g *Gateway) Close(ctx context.Context) error {
-	select {
-	case <-g.quit:
-	default:
-		close(g.quit)
-	}
-	<-g.done
 	g.hc.CloseIdleConnections()
-	return g.pool.close(ctx)
-}
-
-func (g *Gateway) reaper() {
-	defer close(g.done)
-	if g.cfg.IdleUnload <= 0 {
-		<-g.quit
-		return
-	}
-	tick := max(g.cfg.IdleUnload/4, 50*time.Millisecond)
-	t := time.NewTicker(min(tick, 10*time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-g.quit:
-			return
-		case <-t.C:
-			if n := g.pool.unloadIdle(); n > 0 {
-				g.cfg.Logger.Info("gateway: unloaded idle models", "count", n)
-			}
-		}
-	}
+	return g.engines.Close(ctx)
 }
 
 // apiError writes an OpenAI-shaped error, which every OpenAI SDK turns into its own error type.
@@ -237,11 +217,14 @@ func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
 
 func (g *Gateway) metricsPage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	g.metrics.write(w, g.pool.loaded(), g.cfg.VRAM)
+	st := g.engines.Stats()
+	g.metrics.queueDepth.Store(int64(st.Waiting))
+	g.metrics.swaps.Store(int64(st.Swaps))
+	g.metrics.write(w, g.engines.Loaded(), g.cfg.VRAM)
 	fmt.Fprintf(w, "# HELP visor_gateway_model_loading_seconds How long the model has been loading; 0 when it is not loading.\n# TYPE visor_gateway_model_loading_seconds gauge\n")
 	for _, n := range g.names {
 		v := 0.0
-		if st := g.pool.state(n); st.State == "loading" {
+		if st := g.engines.State(n); st.State == "loading" {
 			v = max(time.Since(st.Since).Seconds(), 1e-3)
 		}
 		fmt.Fprintf(w, "visor_gateway_model_loading_seconds{model=\"%s\"} %g\n", label(n), v)
@@ -298,7 +281,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, path string) {
 		g.unknownModel(w, req.model)
 		return
 	}
-	md := g.pool.entries[name].m
+	md := g.byName[name]
 	if md.UpstreamModel != "" {
 		if req.upstream, err = setField(req.upstream, "model", md.UpstreamModel); err != nil {
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)
@@ -365,31 +348,32 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	ctx := r.Context()
 	// A request that has to wait with images is lookahead: they are evaluated in a spare server slot meanwhile
 	// (the client going away cancels it), and the request is then sent to that slot.
-	var pre *ahead
+	var pre *session.Ahead
 	reserved, key := -1, conversationKey(req.upstream)
-	if hasImages(req.upstream) && g.pool.waits(md.Name) {
-		if pre = g.startAhead(ctx, md, req); pre != nil {
-			reserved = pre.slot
-			defer func() { <-pre.done }()
+	if hasImages(req.upstream) && g.engines.Waits(md.Name) {
+		if pre = g.startAhead(ctx, md, req, key); pre != nil {
+			reserved = pre.Slot
+			defer func() { <-pre.Done }()
 		}
 	}
-	eng, release, swapWait, slot, err := g.pool.acquireSlot(ctx, md.Name, key, reserved)
+	lease, err := g.engines.Acquire(ctx, md.Name, key, reserved)
 	switch {
-	case errors.Is(err, errBusy):
+	case errors.Is(err, session.ErrEnginesBusy):
 		w.Header().Set("Retry-After", "1")
 		apiError(w, http.StatusTooManyRequests, "rate_limit_error", "queue_full", "", "the gateway is busy: %d requests are already waiting; retry shortly", g.cfg.MaxQueue)
 		return http.StatusTooManyRequests
-	case errors.Is(err, errQueueTimeout):
+	case errors.Is(err, session.ErrQueueTimeout):
 		w.Header().Set("Retry-After", "5")
 		apiError(w, http.StatusServiceUnavailable, "server_error", "queue_timeout", "", "waited %s for the model %q without getting a slot; retry later", g.cfg.QueueTimeout, md.Name)
 		return http.StatusServiceUnavailable
 	case err != nil:
 		return 499 // the client went away while queued
 	}
-	defer release()
+	defer lease.Release()
 	if pre != nil {
-		<-pre.done // the request continues the sequence its prefill left
+		<-pre.Done // the request continues the sequence its prefill left
 	}
+	swapWait, slot := lease.SwapWait(), lease.Slot()
 	if slot >= 0 {
 		if req.upstream, err = setField(req.upstream, "id_slot", slot); err != nil {
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)
@@ -399,28 +383,28 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	g.metrics.inflight.Add(1)
 	defer g.metrics.inflight.Add(-1)
 	t0 := time.Now()
-	var ready conductor.Ready
-	if req.stream && !md.Remote && g.pool.state(md.Name).State != "loaded" {
+	var url string
+	if req.stream && !md.Remote && g.engines.State(md.Name).State != "loaded" {
 		started, stop := showLoading(w, r, req.model)
 		w = started
-		ready, err = eng.EnsureReady(ctx)
+		url, err = lease.Ready(ctx)
 		stop()
 	} else {
-		ready, err = eng.EnsureReady(ctx)
+		url, err = lease.Ready(ctx)
 	}
 	if err != nil {
 		return g.engineError(w, md, err)
 	}
-	g.ready(md, ready.URL)
+	g.ready(md, url)
 	if load := time.Since(t0); swapWait > 0 || load > 100*time.Millisecond {
 		g.metrics.swapWait(md.Name, swapWait+load, load)
 	}
-	resp, err := g.send(ctx, ready.URL, md, req.path, req.upstream)
+	resp, err := g.send(ctx, url, md, req.path, req.upstream)
 	if err != nil && ctx.Err() == nil {
 		// The server may have died between requests: the conductor checks, restarts it if it must, and the
 		// request (which it never answered) is sent once more.
-		if ready, err = eng.Recover(ctx); err == nil {
-			resp, err = g.send(ctx, ready.URL, md, req.path, req.upstream)
+		if url, err = lease.Recover(ctx); err == nil {
+			resp, err = g.send(ctx, url, md, req.path, req.upstream)
 		}
 	}
 	if err != nil {
@@ -429,7 +413,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK && req.tools {
 		if b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20)); rerr == nil && parseFailure(b) {
-			return g.retryUnparsed(w, r, md, req, ready.URL)
+			return g.retryUnparsed(w, r, md, req, url)
 		} else {
 			resp.Body = io.NopCloser(bytes.NewReader(b))
 		}

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/session"
 )
 
 // unknownModel is the model label of requests naming no configured model.
@@ -85,7 +85,7 @@ func (m *metrics) timings(model string, t timings) {
 }
 
 // queuedPrefill counts one queued request's prefill and its prompt (image encode included) time.
-func (m *metrics) queuedPrefill(model string, t *engine.Timings) {
+func (m *metrics) queuedPrefill(model string, t *session.Timings) {
 	m.mu.Lock()
 	s := m.stats(model)
 	s.aheadN++

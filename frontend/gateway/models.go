@@ -29,8 +29,7 @@ type modelInfo struct {
 }
 
 func (g *Gateway) info(name string) modelInfo {
-	e := g.pool.entries[name]
-	md := e.m
+	md := g.byName[name]
 	caps := []string{"chat", "completion", "tools"}
 	if md.Vision {
 		caps = append(caps, "vision")
@@ -41,7 +40,7 @@ func (g *Gateway) info(name string) modelInfo {
 	if md.MTP {
 		caps = append(caps, "mtp")
 	}
-	st := g.pool.state(name)
+	st := g.engines.State(name)
 	mi := modelInfo{ID: name, Object: "model", Created: g.started.Unix(), OwnedBy: "visor", Aliases: md.Aliases,
 		Capabilities: caps, State: st.State, Remote: md.Remote, Inflight: st.Inflight}
 	if md.Remote {
@@ -85,7 +84,7 @@ func (g *Gateway) model(w http.ResponseWriter, r *http.Request) {
 
 // resolve turns a requested name or alias into the configured name.
 func (g *Gateway) resolve(req string) (string, bool) {
-	if _, ok := g.pool.entries[req]; ok {
+	if _, ok := g.byName[req]; ok {
 		return req, true
 	}
 	n, ok := g.alias[req]
@@ -144,11 +143,11 @@ func (g *Gateway) unload(w http.ResponseWriter, r *http.Request) {
 		g.unknownModel(w, r.PathValue("id"))
 		return
 	}
-	if g.pool.entries[name].m.Remote {
+	if g.byName[name].Remote {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "the model %q is a remote endpoint: there is nothing here to unload", name)
 		return
 	}
-	if _, err := g.pool.unload(r.Context(), name); err != nil {
+	if _, err := g.engines.Unload(r.Context(), name); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "server_error", "", "", "unloading %q: %v", name, err)
 		return
 	}
@@ -157,7 +156,6 @@ func (g *Gateway) unload(w http.ResponseWriter, r *http.Request) {
 
 // ready notes that a model's engine answered at url, where /v1/models may read its context length.
 func (g *Gateway) ready(md Model, url string) {
-	g.pool.markReady(md.Name)
 	g.ctxMu.Lock()
 	g.urls[md.Name] = url
 	g.ctxMu.Unlock()

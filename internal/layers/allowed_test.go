@@ -37,11 +37,7 @@ var fixtures = []string{"internal/testmodel", "internal/gpucheck"}
 
 // exceptions are imports the rules forbid that are still there, each named and pointing at the issue that
 // removes it. An exception that is no longer needed fails too, so the list only shrinks.
-var exceptions = map[string][]string{
-	// Issue 20: the gateway keeps its own admission queue, swap and prefill (a second runtime) until it reaches
-	// its engines through the session service; its recorder and raw-tool rendering are the session's already.
-	"frontend/gateway": {"engine", "engine/conductor"},
-}
+var exceptions = map[string][]string{}
 
 func layerOf(pkg string) string {
 	best := ""

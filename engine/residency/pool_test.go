@@ -1,8 +1,9 @@
-package gateway
+package residency
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/visorhq/visor/engine/conductor"
 )
 
-// recEngine is an Engine that records its life; the pool's decisions need no server to be checked.
+// recEngine is an Engine that records its life; the pool's loop needs no server to be checked.
 type recEngine struct {
 	name string
 	log  *[]string
@@ -28,7 +29,7 @@ func (e recEngine) Close(context.Context) error {
 	return nil
 }
 
-func testPool(t *testing.T, maxQueue int, idle time.Duration, models ...Model) (*pool, func() []string) {
+func testPool(t *testing.T, cfg Config, models ...Model) (*Pool, func() []string) {
 	var log []string
 	var mu sync.Mutex
 	for i := range models {
@@ -40,10 +41,15 @@ func testPool(t *testing.T, maxQueue int, idle time.Duration, models ...Model) (
 			return recEngine{name: name, log: &log, mu: &mu}
 		}
 	}
-	p, err := newPool(models, maxQueue, time.Minute, idle, newMetrics())
+	cfg.Models = models
+	if cfg.QueueTimeout == 0 {
+		cfg.QueueTimeout = time.Minute
+	}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	return p, func() []string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -51,59 +57,49 @@ func testPool(t *testing.T, maxQueue int, idle time.Duration, models ...Model) (
 	}
 }
 
-func eq(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
+func acquire(p *Pool, ctx context.Context, name string) (func(), error) {
+	l, err := p.Acquire(ctx, name, "", -1)
+	if err != nil {
+		return nil, err
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return func() { l.Release("") }, nil
 }
 
 func TestPoolSwapWaitsForRequestsAndKeepsGroups(t *testing.T) {
-	p, log := testPool(t, 8, 0, Model{Name: "a", Group: "g"}, Model{Name: "b", Group: "g"}, Model{Name: "c"},
+	p, log := testPool(t, Config{MaxQueue: 8}, Model{Name: "a", Group: "g"}, Model{Name: "b", Group: "g"}, Model{Name: "c"},
 		Model{Name: "r", Remote: true})
 	ctx := context.Background()
-	_, relA, _, err := p.acquire(ctx, "a")
+	relA, err := acquire(p, ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, relB, _, err := p.acquire(ctx, "b") // same group: loads beside a
+	relB, err := acquire(p, ctx, "b") // same group: loads beside a
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, relR, _, err := p.acquire(ctx, "r") // remote: swaps nothing out
+	relR, err := acquire(p, ctx, "r") // remote: swaps nothing out
 	if err != nil {
 		t.Fatal(err)
 	}
 	relR()
-	if got := log(); !eq(got, []string{"open a", "open b", "open r"}) {
+	if got := log(); !slices.Equal(got, []string{"open a", "open b", "open r"}) {
 		t.Fatalf("log %v", got)
 	}
 	got := make(chan error, 1)
 	go func() {
-		_, rel, _, err := p.acquire(ctx, "c")
+		rel, err := acquire(p, ctx, "c")
 		if err == nil {
 			rel()
 		}
 		got <- err
 	}()
 	// c must wait for a's and b's requests; meanwhile a new request for a waits too (c is first in line).
-	for {
-		p.mu.Lock()
-		w := p.entries["c"].wanted
-		p.mu.Unlock()
-		if w == 1 {
-			break
-		}
+	for p.Stats().Waiting != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, _, _, err := p.acquire(actx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := acquire(p, actx, "a"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a new request for a while c waits: %v, want it to wait", err)
 	}
 	relA()
@@ -116,73 +112,76 @@ func TestPoolSwapWaitsForRequestsAndKeepsGroups(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	if got := log(); !eq(got, []string{"open a", "open b", "open r", "close a", "close b", "open c"}) {
+	if got := log(); !slices.Equal(got, []string{"open a", "open b", "open r", "close a", "close b", "open c"}) {
 		t.Fatalf("log %v: want a and b closed before c opens, the remote kept", got)
 	}
-	if p.m.swaps.Load() != 1 {
-		t.Fatalf("swaps %d", p.m.swaps.Load())
+	if s := p.Stats().Swaps; s != 1 {
+		t.Fatalf("swaps %d", s)
 	}
 }
 
 func TestPoolQueueIsBounded(t *testing.T) {
-	p, _ := testPool(t, 1, 0, Model{Name: "a", Slots: 1})
+	p, _ := testPool(t, Config{MaxQueue: 1}, Model{Name: "a", Slots: 1})
 	ctx := context.Background()
-	_, rel, _, err := p.acquire(ctx, "a")
+	rel, err := acquire(p, ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error, 1)
 	go func() {
-		_, rel2, _, err := p.acquire(ctx, "a")
+		rel2, err := acquire(p, ctx, "a")
 		if err == nil {
 			rel2()
 		}
 		waited <- err
 	}()
-	for p.m.queueDepth.Load() != 1 {
+	for p.Stats().Waiting != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	if _, _, _, err := p.acquire(ctx, "a"); !errors.Is(err, errBusy) {
-		t.Fatalf("third request with one slot and a queue of one: %v, want errBusy", err)
+	if _, err := acquire(p, ctx, "a"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("third request with one slot and a queue of one: %v, want ErrBusy", err)
 	}
 	rel()
 	if err := <-waited; err != nil {
 		t.Fatalf("the queued request: %v", err)
 	}
-	p.queueTimeout = 10 * time.Millisecond
-	_, rel, _, _ = p.acquire(ctx, "a")
+	p, _ = testPool(t, Config{MaxQueue: 1, QueueTimeout: 10 * time.Millisecond}, Model{Name: "a", Slots: 1})
+	rel, _ = acquire(p, ctx, "a")
 	defer rel()
-	if _, _, _, err := p.acquire(ctx, "a"); !errors.Is(err, errQueueTimeout) {
+	if _, err := acquire(p, ctx, "a"); !errors.Is(err, ErrQueueTimeout) {
 		t.Fatalf("after the queue timeout: %v", err)
 	}
 }
 
 func TestPoolUnloadsIdleModels(t *testing.T) {
-	p, log := testPool(t, 8, time.Minute, Model{Name: "a"}, Model{Name: "r", Remote: true})
+	var mu sync.Mutex
 	now := time.Unix(1000, 0)
-	p.now = func() time.Time { return now }
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	// The reaper's own ticker runs on the pool's clock too, which only the test moves.
+	p, log := testPool(t, Config{MaxQueue: 8, IdleUnload: time.Minute, Now: clock}, Model{Name: "a"}, Model{Name: "r", Remote: true})
 	ctx := context.Background()
 	for _, n := range []string{"a", "r"} {
-		_, rel, _, err := p.acquire(ctx, n)
+		rel, err := acquire(p, ctx, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rel()
 	}
-	_, busy, _, _ := p.acquire(ctx, "a")
-	now = now.Add(2 * time.Minute)
-	if n := p.unloadIdle(); n != 0 {
+	busy, _ := acquire(p, ctx, "a")
+	advance(2 * time.Minute)
+	if n := p.UnloadIdle(); n != 0 {
 		t.Fatalf("unloaded %d models while a request runs", n)
 	}
 	busy()
-	if n := p.unloadIdle(); n != 0 {
+	if n := p.UnloadIdle(); n != 0 {
 		t.Fatalf("unloaded %d models right after a request", n)
 	}
-	now = now.Add(time.Minute)
-	if n := p.unloadIdle(); n != 1 || !eq(log(), []string{"open a", "open r", "close a"}) {
+	advance(time.Minute)
+	if n := p.UnloadIdle(); n != 1 || !slices.Equal(log(), []string{"open a", "open r", "close a"}) {
 		t.Fatalf("unloaded %d, log %v: want a closed and the remote kept", n, log())
 	}
-	if l := p.loaded(); l["a"] || !l["r"] {
+	if l := p.Loaded(); l["a"] || !l["r"] {
 		t.Fatalf("loaded %v", l)
 	}
 }
