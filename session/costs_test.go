@@ -23,9 +23,12 @@ import (
 	"github.com/visorhq/visor/tools"
 )
 
-// costProjector encodes an image in tens of milliseconds on one CPU thread: slow enough that its time per image
-// token stands out of the request's overhead, fast enough for CI. 112/14 = 8, so 64 tokens per image.
-var costProjector = testmodel.ProjectorOptions{ImageSize: 112, PatchSize: 14, EmbeddingLength: 128, Blocks: 4, Heads: 4}
+// costProjector encodes an image in about 150 ms on one CPU thread: several times the text a request evaluates
+// beside it (the tool turn's second request: about 50 ms), fast enough for CI. An encode is the request's time
+// less its text at the rate of the request before, so on a loaded machine, where one request runs several times
+// slower than the next, an encode smaller than its text (4 blocks: 32 ms against 47) was lost in the noise and
+// the sample with it. 112/14 = 8, so 64 tokens per image.
+var costProjector = testmodel.ProjectorOptions{ImageSize: 112, PatchSize: 14, EmbeddingLength: 128, Blocks: 16, Heads: 4}
 
 // TestMeasuredCostsAreStoredAndPlannedWith runs turns on the real llama-server with a text question, an image
 // sent with the question and an image attached ahead (prefilled): the engine's cost model in the store then holds
