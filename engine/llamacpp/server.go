@@ -331,7 +331,8 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	hc := &http.Client{Timeout: 2 * time.Second}
-	delay := 20 * time.Millisecond
+	start := time.Now()
+	delay := healthPoll(0, 0)
 	for {
 		status, err := health(ctx, hc, s.url)
 		switch {
@@ -352,8 +353,20 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 			return fmt.Errorf("waiting for llama-server: %w", ctx.Err())
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 250*time.Millisecond)
+		delay = healthPoll(time.Since(start), delay)
 	}
+}
+
+// healthPoll is the wait before the next /health check, after waiting elapsed with the last wait prev: every 20 ms
+// for the first 2 s, since a small model is ready in a fraction of a second and a gateway's swap waits for this
+// check (backing off from 20 ms at once left a 150 ms load waiting until 300 ms), then doubling up to 250 ms for a
+// large model's minutes of loading.
+func healthPoll(elapsed, prev time.Duration) time.Duration {
+	const first, fine, most = 20 * time.Millisecond, 2 * time.Second, 250 * time.Millisecond
+	if elapsed < fine || prev < first {
+		return first
+	}
+	return min(prev*2, most)
 }
 
 func health(ctx context.Context, hc *http.Client, base string) (int, error) {
