@@ -72,3 +72,23 @@ func (n NVML) GPUs(ctx context.Context) ([]GPU, error) {
 	}
 	return out, nil
 }
+
+// NVMLUsage reads the GPUs' memory, all GPUs together, each time it is called (a gateway's /metrics); nil
+// without NVML.
+func NVMLUsage(ctx context.Context) func() (used, total uint64, ok bool) {
+	if _, err := (NVML{}).GPUs(ctx); err != nil {
+		return nil
+	}
+	return func() (uint64, uint64, bool) {
+		gpus, err := (NVML{}).GPUs(context.Background())
+		if err != nil || len(gpus) == 0 {
+			return 0, 0, false
+		}
+		var used, total uint64
+		for _, g := range gpus {
+			used += g.Total - g.Free
+			total += g.Total
+		}
+		return used, total, true
+	}
+}

@@ -1,53 +1,39 @@
-package main
+package gateway
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 )
 
-// cmdGatewayAdmin is `visor gateway running|load NAME|unload NAME`: the gateway's management API
-// (/v1/visor/...) from the command line.
-func cmdGatewayAdmin(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gateway "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "the gateway's address (its key, if any, from "+serveKeyEnv+")")
-	// The name may come before the flags (visor gateway load qwen --url …).
-	var pos []string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		pos, args = args[:1], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	pos = append(pos, fs.Args()...)
+// Admin is `visor gateway running|load NAME|unload NAME`: the management API (/v1/visor/...) of the gateway at
+// base, called with key (if any), its answer written to stdout as lines. names are the command's arguments.
+func Admin(ctx context.Context, base, key, verb string, names []string, stdout io.Writer) error {
 	method, path := http.MethodGet, "/v1/visor/running"
 	if verb != "running" {
-		if len(pos) != 1 {
+		if len(names) != 1 {
 			return fmt.Errorf("visor gateway %s NAME: name one model (visor gateway running lists the loaded ones)", verb)
 		}
-		method, path = http.MethodPost, "/v1/visor/models/"+url.PathEscape(pos[0])+"/"+verb
-	} else if len(pos) != 0 {
+		method, path = http.MethodPost, "/v1/visor/models/"+url.PathEscape(names[0])+"/"+verb
+	} else if len(names) != 0 {
 		return errors.New("visor gateway running takes no arguments")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(*base, "/")+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, nil)
 	if err != nil {
-		return fmt.Errorf("--url %q: %w", *base, err)
+		return fmt.Errorf("--url %q: %w", base, err)
 	}
-	if k := os.Getenv(serveKeyEnv); k != "" {
-		req.Header.Set("Authorization", "Bearer "+k)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
 	if err != nil {
-		return fmt.Errorf("the gateway at %s did not answer (is `visor gateway` running there? --url names another): %w", *base, err)
+		return fmt.Errorf("the gateway at %s did not answer (is `visor gateway` running there? --url names another): %w", base, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
