@@ -69,7 +69,7 @@ func (s *Session) Status() Status {
 	if st := s.status.Load(); st != nil {
 		return *st
 	}
-	return Status{ID: s.id, Title: s.title}
+	return Status{ID: s.ID(), Title: s.title}
 }
 
 // publishLocked makes the session's current state its Status. Called with s.mu held, at every change.

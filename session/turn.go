@@ -21,7 +21,7 @@ import (
 // Session is one open conversation. Its methods are safe for concurrent use; turns run one at a time.
 type Session struct {
 	svc   *Service
-	id    string
+	id    string // changed by compaction (keep) under mu and svc.mu: read it under either, or its own turn
 	title string
 	refs  int
 	lock  chan struct{} // one turn at a time; a channel so waiting respects ctx
@@ -52,8 +52,14 @@ type Session struct {
 	held    []memory.EngineEvent
 }
 
-// ID is the session's id (a stored session's, or a process-local one without a store).
-func (s *Session) ID() string { return s.id }
+// ID is the session's id (a stored session's, or a process-local one without a store). Compaction moves the
+// session to its linked one while front ends read the id (a web page's list, a gateway's log), so it is read
+// under mu, as keep writes it.
+func (s *Session) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
 
 // History returns a copy of the conversation as the next request will send it.
 func (s *Session) History() []agent.Message {
