@@ -36,6 +36,10 @@ type (
 	Timings = engine.Timings
 )
 
+// DefaultStreamIdle is the longest a started engine stream may send nothing before it is cut off
+// (engine.DefaultStreamIdle; VISOR_STREAM_IDLE sets another).
+const DefaultStreamIdle = engine.DefaultStreamIdle
+
 // Refusals a client should retry later.
 var (
 	ErrEnginesBusy  = residency.ErrBusy

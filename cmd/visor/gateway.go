@@ -70,7 +70,11 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if *idle == 0 {
 		*idle = time.Duration(fc.IdleUnload)
 	}
-	cfg := gateway.Config{APIKey: key, KeyHint: serveKeyHint, MaxQueue: fc.MaxQueue,
+	streamIdle, err := streamIdle()
+	if err != nil {
+		return err
+	}
+	cfg := gateway.Config{APIKey: key, KeyHint: serveKeyHint, MaxQueue: fc.MaxQueue, StreamIdle: streamIdle,
 		QueueTimeout: time.Duration(fc.QueueTimeout), IdleUnload: *idle, Logger: logger, VRAM: vram.NVMLUsage(ctx),
 		AllowedOrigins: append(fc.CORSOrigins, cors...)}
 	for _, n := range fc.Names() {

@@ -43,6 +43,9 @@ type Config struct {
 	// Images bounds each data-URL image a request for a local model carries (visor's image intake): a bad one is
 	// refused at once with the reason, before the request waits for the engine.
 	Images images.Limits
+	// StreamIdle bounds the silence of an engine's started event stream (VISOR_STREAM_IDLE): then the client's
+	// stream ends with an error event. 0 is session.DefaultStreamIdle; below 0, no bound.
+	StreamIdle time.Duration
 	// Recorder, when set, is given every answered exchange (storage as sessions).
 	Recorder Recorder
 	VRAM     VRAM
@@ -96,6 +99,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StreamIdle == 0 {
+		cfg.StreamIdle = session.DefaultStreamIdle
 	}
 	for _, m := range cfg.Models {
 		if _, err := toolcall.ParseFormat(m.ToolFormat); err != nil {
@@ -427,10 +433,17 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	if req.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		copyHeaders(w, resp)
 		w.WriteHeader(http.StatusOK)
+		body := newIdleBody(resp.Body, g.cfg.StreamIdle)
 		if req.tools || g.cfg.Recorder != nil && req.path == chatPath {
-			rep.stream(ctx, rn, resp.Body)
+			rep.stream(ctx, rn, body)
 		} else {
-			g.passStream(rn, md.Name, resp.Body)
+			g.passStream(rn, md.Name, body)
+		}
+		if body.stop() {
+			g.cfg.Logger.Warn("gateway: the engine stopped sending", "model", md.Name, "idle", g.cfg.StreamIdle)
+			streamError(rn, "server_error", "engine_idle", fmt.Sprintf("the model %q stopped sending: nothing arrived for %s "+
+				"(the engine hangs or the connection stalled; the bound is VISOR_STREAM_IDLE)", req.model, g.cfg.StreamIdle))
+			return http.StatusGatewayTimeout
 		}
 		return http.StatusOK
 	}
