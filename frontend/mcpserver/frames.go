@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/tidwall/gjson"
 
 	"github.com/visorhq/visor/internal/httpguard"
 )
@@ -81,6 +84,9 @@ func checkFrame(n int, line []byte, tooLong bool, max int) []byte {
 	// a string and a map before the SDK parses it again. Only a frame that fails is decoded, to say why.
 	if len(line) > 0 && line[0] == '{' && json.Valid(line) {
 		if _, err := jsonrpc.DecodeMessage(line); err == nil {
+			if msg := badID(line); msg != "" {
+				return errorResponse(nil, codeInvalidRequest, fmt.Sprintf("frame %d: %s", n, msg))
+			}
 			return nil
 		}
 	}
@@ -120,6 +126,66 @@ func checkFrame(n int, line []byte, tooLong bool, max int) []byte {
 			`request needs "method" (and "id" unless it is a notification), a response needs "id"`, n, err))
 	}
 	return nil
+}
+
+// badID says what is wrong with a message's "id" that the SDK would take but not send back as sent: it reads
+// an id as an int64, so 1.5 comes back as 1 and 2^64 as -2^63, and the client never matches the answer; a null
+// id gets no answer at all. "" for a good id (a string, an integer in range) or none (a notification). Only the
+// id is read: a frame may carry 27 MiB of base64.
+func badID(msg []byte) string {
+	id := gjson.GetBytes(msg, "id")
+	switch {
+	case !id.Exists() || id.Type == gjson.String:
+		return ""
+	case id.Type == gjson.Null:
+		if gjson.GetBytes(msg, "method").Exists() { // an error response may have a null id
+			return `"id" is null: give a request a string or integer id, or leave "id" out of a notification`
+		}
+		return ""
+	case id.Type == gjson.Number:
+		if _, err := strconv.ParseInt(id.Raw, 10, 64); err != nil {
+			return fmt.Sprintf(`"id" %.40s is not an integer from -2^63 to 2^63-1, so it could not be answered as sent: `+
+				`use a string or a smaller integer`, id.Raw)
+		}
+		return ""
+	}
+	return "" // objects, arrays and booleans the SDK refuses itself
+}
+
+// screenIDs wraps the streamable HTTP handler so a POST body whose message (or batch element) has an id the SDK
+// would answer under another id is refused with a JSON-RPC error naming it, as stdio frames are.
+func screenIDs(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body) // bounded by the guard's MaxBodyBytes; the SDK reads it whole too
+		if err != nil {
+			httpguard.Error(w, http.StatusRequestEntityTooLarge, "read the request body: %v", err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		msgs := []gjson.Result{gjson.ParseBytes(body)}
+		if msgs[0].IsArray() {
+			msgs = msgs[0].Array()
+		}
+		for i, m := range msgs {
+			if !m.IsObject() {
+				continue
+			}
+			if msg := badID([]byte(m.Raw)); msg != "" {
+				if len(msgs) > 1 {
+					msg = fmt.Sprintf("batch element %d: %s", i, msg)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write(errorResponse(nil, codeInvalidRequest, msg))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func jsonText(v any) string {

@@ -61,6 +61,33 @@ func rawPost(t *testing.T, url string, hdr map[string]string, body string) (int,
 	return resp.StatusCode, string(b)
 }
 
+// TestStreamableHTTPRefusesIDsItCannotAnswer: over HTTP as over stdio, a request whose id the SDK would answer
+// under another id (1.5 as 1, 2^64 as -2^63) or not at all (null) gets a JSON-RPC error that names the id; a
+// batch names its element; a good id is answered.
+func TestStreamableHTTPRefusesIDsItCannotAnswer(t *testing.T) {
+	s, err := mcpserver.New(mcpserver.Config{Sessions: testkit.FakeService(t, echoRunner{}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := listen(t, s)
+	for _, c := range []struct {
+		body   string
+		status int
+		want   string
+	}{
+		{`{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{}}`, 400, `\"id\" 1.5 is not an integer`},
+		{`{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}`, 400, "use a string or a smaller integer"},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, 400, `\"id\" is null`},
+		{`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2.5,"method":"ping"}]`, 400, "batch element 1"},
+		{initialize, 200, `"id":1,"result"`},
+	} {
+		status, body := rawPost(t, url, nil, c.body)
+		if status != c.status || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want %d with %q", c.body, status, body, c.status, c.want)
+		}
+	}
+}
+
 // TestStreamableHTTPRefusesOtherSites: a web page must not reach the MCP server, by DNS rebinding (a foreign
 // Host) or by a cross-site request (a foreign Origin, which the MCP spec says servers MUST check).
 func TestStreamableHTTPRefusesOtherSites(t *testing.T) {

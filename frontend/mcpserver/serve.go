@@ -35,13 +35,13 @@ func (nopWriteCloser) Close() error { return nil }
 // servers MUST check Origin), bodies must be JSON, and a body may carry up to MaxFrameBytes, room for an image
 // of the documented 20 MiB limit.
 func (s *Server) Handler() http.Handler {
-	return s.guard.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
+	return s.guard.Handler(screenIDs(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Logger: s.logger, MaxRequestBodyBytes: MaxFrameBytes,
 			// Each initialize makes a session the SDK keeps until the client deletes it; clients that just go
 			// away must not grow the server for ever.
 			SessionTimeout: s.cfg.HTTPSessionIdle,
 			// The guard checks Host (for every listener, not only loopback ones) with a message that says what to do.
-			DisableLocalhostProtection: true}))
+			DisableLocalhostProtection: true})))
 }
 
 // ListenAndServe serves streamable HTTP at http://ADDR/mcp until ctx ends. addr must be a loopback address

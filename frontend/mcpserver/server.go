@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -74,6 +75,23 @@ type AskOutput struct {
 }
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// maxSessionID bounds "session": visor's ids are 16 hex digits (a prefix of one is taken too); anything much
+// longer is no id, and echoing it back whole in every error would only repeat the client's garbage.
+const maxSessionID = 128
+
+// badSession says what is wrong with a "session" argument that cannot be any session's id, "" when it may be.
+func badSession(id string) string {
+	if len(id) > maxSessionID {
+		return fmt.Sprintf(`"session" is %d bytes (%.24q…): a session id is the short hex string an earlier call returned; `+
+			`leave "session" out to start a new one`, len(id), id)
+	}
+	if strings.IndexFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+		return fmt.Sprintf(`"session" %q holds control characters: a session id is the short hex string an earlier `+
+			`call returned; leave "session" out to start a new one`, id)
+	}
+	return ""
+}
 
 // Server is the MCP server. One Server may serve many clients and calls at once; calls on the same session
 // run one after another.
@@ -160,6 +178,9 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		return nil, AskOutput{}, errors.New(`"prompt" is empty: put the task or question for the agent in "prompt"`)
 	}
 	svc := s.cfg.Sessions
+	if msg := badSession(in.Session); msg != "" {
+		return nil, AskOutput{}, errors.New(msg)
+	}
 	if in.Session != "" && !svc.Stored() {
 		return nil, AskOutput{}, fmt.Errorf(`"session" %q given, but this server keeps no sessions (started without a `+
 			`database): leave "session" out`, in.Session)
@@ -204,6 +225,10 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 		s.logger.Error("storing the MCP session failed", "session", sessionID, "err", runErr)
 	} else if runErr != nil {
 		f.Err = runErr
+	}
+	if f.Err != nil && f.Reason == "" && f.Steps == 0 {
+		// Refused before the agent ran (an image over the per-message limit, a busy session): say that.
+		return nil, AskOutput{}, fmt.Errorf("the call was refused before the agent ran: %w", f.Err)
 	}
 	if f.Err != nil {
 		msg := fmt.Sprintf("the agent stopped (%s) after %d steps: %v", f.Reason, f.Steps, f.Err)

@@ -191,12 +191,19 @@ func TestAskErrorsAreToolErrors(t *testing.T) {
 			[]string{"images[0]: not an image", "text/plain", "PNG, JPEG, GIF or BMP"}},
 		{"session without store", map[string]any{"prompt": "hi", "session": "abc"}, []string{"keeps no sessions"}},
 		{"more images than a message may carry", map[string]any{"prompt": "look", "images": nineImages},
-			[]string{"the most one message may carry is 8", "send them over more messages"}},
+			[]string{"the call was refused before the agent ran", "the most one message may carry is 8", "send them over more messages"}},
+		{"a session id 20,000 bytes long", map[string]any{"prompt": "hi", "session": strings.Repeat("s", 20000)},
+			[]string{`"session" is 20000 bytes`, "short hex string", `leave "session" out`}},
+		{"a session id with control characters", map[string]any{"prompt": "hi", "session": "ab\x00\x1b[2J"},
+			[]string{`"session" "ab\x00\x1b[2J" holds control characters`}},
 	} {
 		res := ask(t, cs, tc.args)
 		msg := text(res, 0)
 		if !res.IsError {
 			t.Fatalf("%s: not an error: %q", tc.name, msg)
+		}
+		if len(msg) > 1000 || strings.Contains(msg, "stopped ()") {
+			t.Errorf("%s: %d bytes of message, %.200q: want a short one that says what was wrong", tc.name, len(msg), msg)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(msg, w) {

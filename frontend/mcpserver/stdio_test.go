@@ -153,6 +153,10 @@ func TestStdioAnswersMalformedFramesAndGoesOn(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, nil, "not a valid JSON-RPC 2.0 message"},
 		{`{"jsonrpc":"2.0","id":1,"method":"ping"} {"jsonrpc":"2.0","id":2,"method":"ping"}`, -32700, nil, "more follows"},
 		{`{"jsonrpc":"2.0","id":3,"method`, -32700, nil, "not valid JSON"},
+		// Ids the SDK would answer under another id (it reads them as int64) or not at all.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, -32600, nil, `"id" 1.5 is not an integer`},
+		{`{"jsonrpc":"2.0","id":99999999999999999999999,"method":"ping"}`, -32600, nil, "use a string or a smaller integer"},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, -32600, nil, `"id" is null`},
 	} {
 		c.send(tc.frame)
 		r := c.reply()
