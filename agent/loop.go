@@ -16,6 +16,7 @@ import (
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/engine/swap"
 	"github.com/visorhq/visor/tools"
 )
 
@@ -61,10 +62,20 @@ type Config struct {
 	// step's next request. Setting it (or PrefillToolImages) also makes each tool result's images follow that
 	// result in the prompt rather than the whole run of results, which strict OpenAI servers refuse: it is for
 	// llama-server.
-	OnImagesReady func(ctx context.Context, history []Message)
-	// PrefillToolImages makes the loop call Agent.PrefillHistory itself where OnImagesReady would be called,
-	// when OnImagesReady is nil.
+	//
+	// expect is how many more images the step's request is expected to add (the results still outstanding):
+	// the prefill renders the conversation with them counted (Agent.PrefillHistoryExpecting), so it matches that
+	// request when they move the image window's cut. The loop also calls it with no new images, before the
+	// tools run, when PlanCut says to evaluate a cut's shortened prefix ahead.
+	OnImagesReady func(ctx context.Context, history []Message, expect int)
+	// PrefillToolImages makes the loop call Agent.PrefillHistoryExpecting itself where OnImagesReady would be
+	// called, when OnImagesReady is nil.
 	PrefillToolImages bool
+	// PlanCut decides whether a step whose tools are expected to return images that move the image window's
+	// cut has the shortened prefix evaluated while the tools run (one screenshot tool leaves nothing else to hide
+	// it in). The session passes swap.PlanCut with its engine's costs; nil is swap.PlanCut with no costs: ahead
+	// whenever the images are more likely than not. Only with OnImagesReady or PrefillToolImages.
+	PlanCut func(swap.CutNeeds) swap.CutPlan
 	// ImageWindow bounds the images each request carries (the stored conversation keeps them all); the zero
 	// value sends every image every time.
 	ImageWindow ImageWindow
@@ -352,6 +363,11 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 			"write a shorter call"
 	}
 	taken := &stepImages{held: imageBytes(msgs)}
+	var ahead lookahead
+	expect := 0
+	if refuse == "" {
+		expect = a.cutAhead(ctx, step, msgs, asst, &ahead, emit)
+	}
 	exec := func(i int) {
 		c := asst.ToolCalls[i]
 		emit(ToolCallStarted{Step: step, Call: c})
@@ -373,7 +389,7 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 			wg       sync.WaitGroup
 			mu       sync.Mutex
 			finished []int
-			ahead    lookahead
+			arrived  int
 		)
 		for i := range asst.ToolCalls {
 			wg.Add(1)
@@ -383,18 +399,19 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 				mu.Lock()
 				defer mu.Unlock()
 				finished = append(finished, i)
+				arrived += len(results[i].Images)
 				if len(results[i].Images) > 0 && len(finished) < len(asst.ToolCalls) &&
 					(a.cfg.OnImagesReady != nil || a.cfg.PrefillToolImages) {
 					so := append([]Message(nil), msgs...)
 					for _, j := range finished {
 						so = append(so, results[j])
 					}
-					ahead.run(func() { a.imagesReady(ctx, so) })
+					left := max(expect-arrived, 0)
+					ahead.run(func() { a.imagesReady(ctx, so, left) })
 				}
 			}()
 		}
 		wg.Wait()
-		ahead.wait()
 		ordered := make([]Message, len(finished))
 		orderedRuns := make([]ToolRun, len(finished))
 		for k, i := range finished {
@@ -412,6 +429,8 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 			exec(i)
 		}
 	}
+	// The step's next request starts with what the prefills evaluated: it waits for them.
+	ahead.wait()
 	if len(perr) > 0 {
 		// Problems in call text have no call id to answer; tell the model in a user turn so it can retry.
 		results = append(results, Message{Role: "user", IsError: true,
@@ -421,13 +440,88 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 	return results, runs
 }
 
-// imagesReady hands the conversation so far to the configured lookahead.
-func (a *Agent) imagesReady(ctx context.Context, history []Message) {
+// cutAhead is the step's plan for the image window: when its calls are expected to return images that move the
+// window's cut and PlanCut says so, the shortened prefix (the conversation up to asst, rendered as the step's
+// next request will render it) is evaluated on ahead while the tools run. It returns the images the prefills of
+// this step count as still to come (0: none planned, the prefills render the conversation as it is).
+func (a *Agent) cutAhead(ctx context.Context, step int, msgs []Message, asst Message, ahead *lookahead, emit func(Event)) int {
+	if !a.cfg.ImageWindow.On() || (a.cfg.OnImagesReady == nil && !a.cfg.PrefillToolImages) {
+		return 0
+	}
+	expected, sure := expectedImages(a.cfg.Tools, msgs, asst.ToolCalls)
+	if expected == 0 {
+		return 0
+	}
+	plan := a.cfg.PlanCut
+	if plan == nil {
+		plan = func(n swap.CutNeeds) swap.CutPlan { return swap.PlanCut(swap.Costs{}, n) }
+	}
+	w := a.cfg.ImageWindow
+	p := plan(swap.CutNeeds{Window: swap.Window{Keep: w.Keep, Batch: w.Batch}, Images: countImages(msgs),
+		Expected: expected, Sure: sure})
+	if !p.Cut {
+		return 0
+	}
+	emit(Explain{Step: step, Text: "image window: " + p.Reason})
+	if !p.Ahead {
+		return 0
+	}
+	so := append([]Message(nil), msgs...)
+	ahead.run(func() { a.imagesReady(ctx, so, expected) })
+	return expected
+}
+
+// expectedImages is how many images calls are expected to return, and how likely: a tool that may return
+// images (tools.ReturnsImages) is expected to return as many as its last result in msgs did, one if it has not
+// been called yet; the likelihood is the share of its earlier results that had images (3 in 4 before any).
+func expectedImages(reg *tools.Registry, msgs []Message, calls []Call) (int, float64) {
+	n, sure := 0, 1.0
+	for _, c := range calls {
+		t, ok := reg.Get(c.Name)
+		if !ok || !t.Spec().ReturnsImages {
+			continue
+		}
+		last, seen, with := 1, 0, 0
+		for _, m := range msgs {
+			if m.Role == "tool" && m.ToolName == c.Name {
+				seen++
+				last = len(m.Images)
+				if last > 0 {
+					with++
+				}
+			}
+		}
+		p := 0.75
+		if seen > 0 {
+			p = float64(with) / float64(seen)
+		}
+		if last == 0 {
+			continue
+		}
+		n += last
+		sure = min(sure, p)
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return n, sure
+}
+
+func countImages(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Images)
+	}
+	return n
+}
+
+// imagesReady hands the conversation so far to the configured lookahead; expect as for OnImagesReady.
+func (a *Agent) imagesReady(ctx context.Context, history []Message, expect int) {
 	switch {
 	case a.cfg.OnImagesReady != nil:
-		a.cfg.OnImagesReady(ctx, history)
+		a.cfg.OnImagesReady(ctx, history, expect)
 	case a.cfg.PrefillToolImages:
-		if _, err := a.PrefillHistory(ctx, history); err != nil {
+		if _, err := a.PrefillHistoryExpecting(ctx, history, expect); err != nil && !errors.Is(err, ErrNothingToPrefill) {
 			// A failed prefill costs nothing but the time it would have saved: the next request encodes the
 			// images itself.
 			a.cfg.Logger.Warn("prefill tool images", "err", err)

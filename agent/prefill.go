@@ -53,7 +53,7 @@ func (a *Agent) Prefill(ctx context.Context, history []Message, user Message) (*
 		probe := func(text string) []Message {
 			return append(append([]Message(nil), history...), Message{Role: "user", Images: user.Images, Content: text})
 		}
-		t, err := a.prefillShared(ctx, probe("A"), probe("B"))
+		t, err := a.prefillShared(ctx, probe("A"), probe("B"), 0)
 		if !errors.Is(err, errNoExactPrompt) {
 			return t, err
 		}
@@ -80,13 +80,31 @@ func (a *Agent) Prefill(ctx context.Context, history []Message, user Message) (*
 // returned an image while other tools of the same step still run, so the image is encoded while they do. It
 // needs a PromptEvaluator that is llama-server; otherwise it returns ErrNoPrefill.
 func (a *Agent) PrefillHistory(ctx context.Context, history []Message) (*engine.Timings, error) {
+	return a.PrefillHistoryExpecting(ctx, history, 0)
+}
+
+// PrefillHistoryExpecting is PrefillHistory for a next request that will add expect more images (a screenshot
+// tool's result, an attachment): the image window counts them, so when they move its cut the prefix evaluated
+// now is the shortened one that request will start with, and its re-evaluation is done here rather than on the
+// request's critical path.
+func (a *Agent) PrefillHistoryExpecting(ctx context.Context, history []Message, expect int) (*engine.Timings, error) {
 	if _, ok := a.cfg.Model.(PromptEvaluator); !ok {
 		return nil, ErrNoPrefill
 	}
 	// The next request adds more tool results (or a user turn); the generation prompt and a user turn are two
 	// different continuations, so the prompts agree up to the start of whatever comes next.
-	next := append(append([]Message(nil), history...), Message{Role: "user", Content: "A"})
-	t, err := a.prefillShared(ctx, history, next)
+	x, y := history, append(append([]Message(nil), history...), Message{Role: "user", Content: "A"})
+	if n := len(history); n > 0 && history[n-1].Role == "assistant" && len(history[n-1].ToolCalls) > 0 {
+		// Before the tools answer (a window cut evaluated while they run): the template will not render a
+		// conversation that ends in calls, so the two continuations are results of the first call that differ in
+		// their first byte.
+		c := history[n-1].ToolCalls[0]
+		probe := func(text string) []Message {
+			return append(append([]Message(nil), history...), Message{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: text})
+		}
+		x, y = probe("A"), probe("B")
+	}
+	t, err := a.prefillShared(ctx, x, y, expect)
 	if errors.Is(err, errNoExactPrompt) {
 		return nil, fmt.Errorf("%w: %w", ErrNoPrefill, err)
 	}
@@ -97,10 +115,10 @@ func (a *Agent) PrefillHistory(ctx context.Context, history []Message) (*engine.
 var errNoExactPrompt = errors.New("agent: prefill: the server cannot render prompts (no /apply-template)")
 
 // prefillShared renders both conversations with the server's template and evaluates the longest prefix they
-// share, cut back to the newline after its last image.
-func (a *Agent) prefillShared(ctx context.Context, x, y []Message) (*engine.Timings, error) {
+// share, cut back to the newline after its last image; expect is passed to requestExpecting.
+func (a *Agent) prefillShared(ctx context.Context, x, y []Message, expect int) (*engine.Timings, error) {
 	ev := a.cfg.Model.(PromptEvaluator)
-	rx, ry := a.request(x), a.request(y)
+	rx, ry := a.requestExpecting(x, expect), a.requestExpecting(y, expect)
 	px, err := ev.ApplyTemplate(ctx, rx)
 	var he *engine.HTTPError
 	if errors.As(err, &he) && (he.Status == http.StatusNotFound || he.Status == http.StatusNotImplemented) {

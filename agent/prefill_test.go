@@ -137,7 +137,7 @@ func newToolStep(t testing.TB, srv *llamacpp.Server, shot func() []byte, lookahe
 	}
 	cfg := agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg, ParallelToolCalls: true, MaxSteps: 4}
 	if lookahead {
-		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message) {
+		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message, _ int) {
 			tm, err := s.a.PrefillHistory(ctx, history)
 			if err != nil {
 				t.Errorf("prefill tool image: %v", err)

@@ -58,13 +58,14 @@ func (w ImageWindow) String() string {
 }
 
 // stubbed says, per message of msgs, how many of its first images the window leaves out of the request: the
-// conversation's oldest images, in prompt order (messages in order, a message's images in order).
-func (w ImageWindow) stubbed(msgs []Message) []int {
-	total := 0
+// conversation's oldest images, in prompt order (messages in order, a message's images in order). expect counts
+// images the request after msgs will add: a prefill of msgs for that request renders them as it will.
+func (w ImageWindow) stubbed(msgs []Message, expect int) []int {
+	total := max(expect, 0)
 	for _, m := range msgs {
 		total += len(m.Images)
 	}
-	drop := w.Dropped(total)
+	drop := min(w.Dropped(total), total-max(expect, 0))
 	if drop == 0 {
 		return nil
 	}

@@ -14,7 +14,11 @@ import (
 
 // request renders the conversation for the wire. History stays append-only and images keep their exact bytes,
 // so each request's prefix matches the previous one and llama-server reuses its cache (images included).
-func (a *Agent) request(msgs []Message) engine.Request {
+func (a *Agent) request(msgs []Message) engine.Request { return a.requestExpecting(msgs, 0) }
+
+// requestExpecting renders msgs as the prefix of a request that will add expect more images: the image window
+// counts them, so a prefill made now leaves the cache holding exactly what that request starts with.
+func (a *Agent) requestExpecting(msgs []Message, expect int) engine.Request {
 	specs := a.cfg.Tools.Specs()
 	req := engine.Request{Extra: a.cfg.Extra}
 	req.Model = a.cfg.ModelID
@@ -48,7 +52,7 @@ func (a *Agent) request(msgs []Message) engine.Request {
 		}
 	}
 	// The window's stubs replace the oldest images in the request only; msgs keep them.
-	stubs := a.cfg.ImageWindow.stubbed(msgs)
+	stubs := a.cfg.ImageWindow.stubbed(msgs, expect)
 	stubbed := func(i int) int {
 		if stubs == nil {
 			return 0

@@ -28,6 +28,9 @@ const (
 	planNone chainPlan = iota
 	planAttached
 	planHistory
+	// planCut evaluates the history as the next request will render it when the image window's cut moves with
+	// its images (swap.PlanCut): done at the end of a turn, while the user reads and types.
+	planCut
 )
 
 // chainState is what the machine knows. The first fields are facts about the session's data, set from it
@@ -37,6 +40,10 @@ type chainState struct {
 	Pending       int  // images attached for the next message
 	History       int  // messages in the history
 	HistoryImages int  // images in them
+	// CutAhead says the next message's images will move the image window's cut and the scheduler wants the
+	// shortened prefix evaluated before they come (swap.PlanCut); CutExpect is how many images it counts on.
+	CutAhead  bool
+	CutExpect int
 
 	Phase chainPhase
 	Plan  chainPlan
@@ -52,6 +59,8 @@ type chainState struct {
 	WarmGen, WarmLen int
 	// TriedGen and TriedLen mark a history prefill already tried, so a failed or declined one is not tried again.
 	TriedGen, TriedLen int
+	// CutGen and CutLen mark the cut prefill already tried for a history length on a launch.
+	CutGen, CutLen int
 }
 
 // chain reports whether a chain runs.
@@ -75,10 +84,14 @@ const (
 	evPlanned                           // effPlan's answer: Prefill says whether the scheduler chose a prefill
 	evEngine                            // effReady's answer: the engine's launch Gen, or Failed
 	evPrefilled                         // effPrefill's answer: Failed or done
+	// evWarmedUp: launch Gen's background warm-up ended. Its requests ran in the server's slot, so what a
+	// prefill left there while they ran may have been pushed out (to the server's host-memory prompt cache at best,
+	// which the next request then restores on its critical path).
+	evWarmedUp
 )
 
 var chainEventNames = [...]string{"attached", "cleared", "rewarm", "turn-started", "turn-ended", "kept", "dropped",
-	"compacted", "planned", "engine", "prefilled"}
+	"compacted", "planned", "engine", "prefilled", "warmed-up"}
 
 func (k chainEventKind) String() string { return chainEventNames[k] }
 
@@ -100,8 +113,9 @@ const (
 	// effReady gets the engine ready; answer evEngine.
 	effReady
 	// effPrefill evaluates, on launch gen, the history and the first images attachments (0: the history alone);
-	// adopt says the attachments had no plan of their own (attached while the chain warmed the history); answer
-	// evPrefilled.
+	// adopt says the attachments had no plan of their own (attached while the chain warmed the history); expect,
+	// for the history alone, counts images the next request will add (the image window renders the history with
+	// them: planCut); answer evPrefilled.
 	effPrefill
 	// effDone: the chain ended; wake whoever waits for it.
 	effDone
@@ -117,6 +131,7 @@ type chainEffect struct {
 	gen     int  // effPrefill
 	images  int  // effPrefill
 	adopt   bool // effPrefill
+	expect  int  // effPrefill
 }
 
 // decide is the machine: the state after ev and what to do. It never returns a second effect that reports an
@@ -147,6 +162,35 @@ func decide(s chainState, ev chainEvent) (chainState, []chainEffect) {
 			return startPlan(s, false) // attached during the turn: for the next message
 		case ev.crashed && s.HistoryImages > 0:
 			return startReady(s, planNone) // the new launch's cache is empty
+		case s.CutAhead && (s.CutGen != s.Gen || s.CutLen != s.History):
+			return startReady(s, planCut) // the next images move the window's cut: its re-evaluation now
+		}
+		return s, nil
+	case evWarmedUp:
+		// What this launch's cache was said to hold may be gone: evaluate it again, off the critical path.
+		reset := false
+		if s.SentGen == ev.gen {
+			s.SentGen, reset = 0, true
+		}
+		if s.WarmGen == ev.gen {
+			s.WarmGen, s.WarmLen, s.Prefilled, reset = 0, 0, 0, true
+		}
+		if s.TriedGen == ev.gen {
+			s.TriedGen, s.TriedLen = 0, 0
+		}
+		if s.CutGen == ev.gen {
+			s.CutGen, s.CutLen, reset = 0, 0, true
+		}
+		if !reset || !s.canStart() {
+			return s, nil // a running chain sends again when its prefill ends; a running turn fills the cache itself
+		}
+		switch {
+		case s.Pending > 0:
+			return startReady(s, planAttached)
+		case s.CutAhead:
+			return startReady(s, planCut)
+		case s.HistoryImages > 0:
+			return startReady(s, planNone)
 		}
 		return s, nil
 	case evKept:
@@ -190,6 +234,9 @@ func decide(s chainState, ev chainEvent) (chainState, []chainEffect) {
 			}
 			s.WarmGen, s.WarmLen = s.Gen, s.History
 		}
+		if s.Plan == planCut {
+			s.Plan = planNone // done (or failed: not tried again for this length)
+		}
 		// Again: more may have been attached meanwhile, or the engine relaunched under the prefill.
 		s.Phase = phaseReady
 		return s, []chainEffect{{kind: effReady}}
@@ -206,6 +253,11 @@ func next(s chainState) (chainState, []chainEffect) {
 		s.Plan, s.Phase = planAttached, phasePrefilling
 		s.Sent, s.SentGen = s.Pending, s.Gen
 		return s, []chainEffect{{kind: effPrefill, gen: s.Gen, images: s.Pending, adopt: adopt}}
+	case s.Plan == planCut && s.Pending == 0 && (s.CutGen != s.Gen || s.CutLen != s.History):
+		// The history as the next request renders it: the cut's stubs in place, its images still to come.
+		s.CutGen, s.CutLen = s.Gen, s.History
+		s.Phase = phasePrefilling
+		return s, []chainEffect{{kind: effPrefill, gen: s.Gen, expect: max(s.CutExpect, 1)}}
 	case s.Pending == 0 && s.HistoryImages > 0 && (s.WarmGen != s.Gen || s.WarmLen != s.History) &&
 		(s.TriedGen != s.Gen || s.TriedLen != s.History):
 		s.TriedGen, s.TriedLen = s.Gen, s.History

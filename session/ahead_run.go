@@ -29,6 +29,7 @@ type chainJob struct {
 	user    *agent.Message
 	images  int
 	tokens  int
+	expect  int // the images the next request adds, for a cut's prefill (planCut)
 	note    *aheadNote
 }
 
@@ -39,6 +40,12 @@ func (s *Session) stepLocked(ev chainEvent) *chainJob {
 	st := s.ahead
 	st.NoPrefill = s.svc.cfg.NoPrefill
 	st.Pending, st.History, st.HistoryImages = len(s.pending), len(s.history), countImages(s.history)
+	st.CutAhead, st.CutExpect = false, 0
+	if st.Pending == 0 && st.HistoryImages > 0 {
+		if p := s.cutPlanLocked(); p.Ahead {
+			st.CutAhead, st.CutExpect = true, p.Expected
+		}
+	}
 	was := st.chain()
 	st, effs := decide(st, ev)
 	s.ahead = st
@@ -109,6 +116,14 @@ func (s *Session) jobLocked(e chainEffect) *chainJob {
 					Reason: "attached while a prefill ran: the running prefill takes them"}, carried: "yes", at: s.pendingAt[0]}
 				s.notes = append(s.notes, s.chainNote)
 			}
+		}
+		if e.expect > 0 && job.user == nil {
+			// The window's cut, evaluated ahead: its own note, with the scheduler's reason.
+			job.expect = e.expect
+			job.tokens = 0 // kept images re-encoded with text: no clean sample for the cost model
+			s.chainNote = &aheadNote{action: swap.Action{Kind: swap.ActPrefill, Reason: s.cutPlanLocked().Reason},
+				carried: "yes", at: time.Now(), history: true}
+			s.notes = append(s.notes, s.chainNote)
 		}
 		if s.chainNote == nil {
 			s.chainNote = &aheadNote{action: swap.Action{Kind: swap.ActPrefill}, carried: "yes", at: time.Now(), history: job.user == nil}
@@ -222,6 +237,12 @@ type historyPrefiller interface {
 	PrefillHistory(ctx context.Context, history []agent.Message) (*engine.Timings, error)
 }
 
+// cutPrefiller evaluates that prefix as a next request that adds expect images renders it (the image window
+// counts them); *agent.Agent is one.
+type cutPrefiller interface {
+	PrefillHistoryExpecting(ctx context.Context, history []agent.Message, expect int) (*engine.Timings, error)
+}
+
 // prefillRun evaluates what job carries on the ready engine r, keeps the run in its note for --explain, and
 // measures it into the engine's cost model. A failed prefill is logged and kept as an engine event; the turn then
 // evaluates the images itself.
@@ -237,6 +258,8 @@ func (s *Session) prefillRun(ctx context.Context, r conductor.Ready, p llamacpp.
 	if err == nil {
 		if job.user != nil {
 			tm, err = a.Prefill(ctx, job.history, *job.user)
+		} else if cp, ok := a.(cutPrefiller); ok && job.expect > 0 {
+			tm, err = cp.PrefillHistoryExpecting(ctx, job.history, job.expect)
 		} else if hp, ok := a.(historyPrefiller); ok {
 			tm, err = hp.PrefillHistory(ctx, job.history)
 		} else {
@@ -255,10 +278,16 @@ func (s *Session) prefillRun(ctx context.Context, r conductor.Ready, p llamacpp.
 	}
 	svc.cfg.Logger.Info("prefilled", "session", id, "images", job.images, "history", job.user == nil, "took", took)
 	source := "attached"
-	if job.user == nil {
+	switch {
+	case job.expect > 0:
+		source = "cut"
+	case job.user == nil:
 		source = "history"
 	}
 	svc.recordPrefill(id, job.images, took, tm, source)
+	if job.expect > 0 {
+		return chainEvent{kind: evPrefilled}
+	}
 	svc.observe(svc.evalSample(tm, job.tokens, svc.measuredTextRate()))
 	return chainEvent{kind: evPrefilled}
 }

@@ -373,6 +373,8 @@ func (s *Service) RecordEngineEvent(ev conductor.Event) {
 			s.noteRelaunch(ev.Duration)
 		}
 		s.rewarm()
+	case conductor.EventWarmedUp:
+		s.warmedUp()
 	}
 	if s.cfg.Store == nil {
 		return
@@ -448,6 +450,34 @@ func (s *Service) rewarm() {
 		return
 	}
 	last.step(context.Background(), chainEvent{kind: evRewarm})
+}
+
+// warmedUp tells the most recently used session with images (attached or in its history) that the engine's
+// background warm-up ended: its requests ran in the server's slot and may have pushed out what the session's
+// prefill left there, so the session evaluates it again now rather than on its next request's critical path.
+func (s *Service) warmedUp() {
+	s.propsMu.Lock()
+	gen := s.lastGen
+	s.propsMu.Unlock()
+	s.mu.Lock()
+	list := make([]*Session, 0, len(s.open))
+	for _, sess := range s.open {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	var last *Session
+	var lastUsed time.Time
+	for _, sess := range list {
+		sess.mu.Lock()
+		used, images := sess.used, len(sess.pending)+countImages(sess.history)
+		sess.mu.Unlock()
+		if images > 0 && (last == nil || used.After(lastUsed)) {
+			last, lastUsed = sess, used
+		}
+	}
+	if last != nil {
+		last.step(context.Background(), chainEvent{kind: evWarmedUp, gen: gen})
+	}
 }
 
 func (s *Service) touch(id string) {
@@ -596,14 +626,16 @@ func (s *Service) build(r conductor.Ready, p llamacpp.Props, slot int, w *turnWa
 		// A tool's images pass the bounds a user's attachments do: the same policy, one message's bounds a step.
 		ToolImages: agent.ToolImages{Limits: s.cfg.Images, MaxImages: s.cfg.MaxPendingImages,
 			MaxBytes: s.cfg.MaxPendingBytes, MaxConversationBytes: s.cfg.MaxSessionImageBytes},
-		ImageWindow: s.imageWindow(r, p), Images: s.imageCache(),
+		ImageWindow: s.imageWindow(r, p), Images: s.imageCache(), PlanCut: s.planCut,
 		Logger: s.cfg.Logger}
 	if !p.Vision {
 		cfg.ToolImages.Refuse = "this model cannot see images (it runs without a vision projector): use a tool that returns text"
 	}
 	var ag *agent.Agent
 	if w != nil && cfg.PrefillToolImages {
-		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message) { w.prefillTools(ctx, ag, history) }
+		cfg.OnImagesReady = func(ctx context.Context, history []agent.Message, expect int) {
+			w.prefillTools(ctx, ag, history, expect)
+		}
 	}
 	ag, err := agent.New(cfg)
 	return ag, err

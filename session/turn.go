@@ -30,6 +30,7 @@ type Session struct {
 	history   []agent.Message
 	pending   []tools.Image
 	pendingAt []time.Time // when each pending image became known
+	turnAt    time.Time   // when the running (or last) turn began: an attachment's lead ends there
 	// ahead is the ahead-of-time machine's state (ahead.go): what the engine's cache holds of this session and
 	// what its chain is doing. prefill is closed when the running chain ends; nil when none runs. chainNote is
 	// the note the chain's prefill runs are kept in, for --explain.
@@ -330,6 +331,7 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 	if svc.cfg.Store == nil && s.title == "" {
 		s.title = Title(text) // a stored session is titled with its row
 	}
+	s.turnAt = time.Now()
 	s.stepLocked(chainEvent{kind: evTurnStarted})
 	running := s.prefill != nil
 	s.mu.Unlock()
@@ -500,13 +502,22 @@ func (s *Session) keep(sessionID string, added []agent.Message, taken, gen int, 
 	s.svc.observe(samples...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.svc.noteRequests(s.history, added)
 	s.history = append(s.history, added...)
+	first := true
 	for _, m := range added {
 		if m.Role == "assistant" && m.Timings != nil {
 			r := swap.StepRecord{PromptTokens: m.Timings.PromptN, OutputTokens: m.Timings.PredictedN, Acceptance: -1}
 			if m.Timings.DraftN > 0 {
 				r.Acceptance = float64(m.Timings.DraftNAccepted) / float64(m.Timings.DraftN)
 			}
+			if first {
+				// The attachments the turn took: how long before it they were known (the scheduler's lead).
+				for i := 0; i < taken && i < len(s.pendingAt); i++ {
+					r.Images = append(r.Images, swap.ImageRecord{Tokens: s.svc.imageTokens(s.pending[i]), Lead: max(s.turnAt.Sub(s.pendingAt[i]), 0)})
+				}
+			}
+			first = false
 			s.records = append(s.records, r)
 		}
 	}

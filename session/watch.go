@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -120,8 +121,9 @@ func (w *turnWatch) measured() []swap.Sample {
 }
 
 // prefillTools evaluates the conversation up to the tool results that finished so far (the loop calls it while
-// the step's slower tools run), and measures the encode of the images it added.
-func (w *turnWatch) prefillTools(ctx context.Context, a *agent.Agent, history []agent.Message) {
+// the step's slower tools run, or before they run to evaluate an image window cut ahead: expect images still to
+// come), and measures the encode of the images it added.
+func (w *turnWatch) prefillTools(ctx context.Context, a *agent.Agent, history []agent.Message, expect int) {
 	n, tokens := 0, 0
 	for i := len(history) - 1; i >= 0 && history[i].Role != "assistant"; i-- {
 		for _, im := range history[i].Images {
@@ -130,21 +132,39 @@ func (w *turnWatch) prefillTools(ctx context.Context, a *agent.Agent, history []
 		}
 	}
 	start := time.Now()
-	tm, err := a.PrefillHistory(ctx, history)
+	tm, err := a.PrefillHistoryExpecting(ctx, history, expect)
 	took := time.Since(start)
 	w.mu.Lock()
 	newImages, newTokens, step := n-w.covered, tokens-w.coveredTokens, w.step
-	if err == nil {
+	cut := n == 0 && expect > 0
+	switch {
+	case cut && err == nil:
+		w.lines = append(w.lines, fmt.Sprintf("step %d: re-evaluated the prompt the image window's cut shortens, before the "+
+			"tools' %d image(s) arrived — done in %s, hidden", step, expect, took.Round(time.Millisecond)))
+	case cut && errors.Is(err, agent.ErrNothingToPrefill):
+		err = nil // the shortened prompt keeps no image: its text is cheap in the request itself
+		w.lines = append(w.lines, fmt.Sprintf("step %d: the image window's cut leaves no earlier image to re-evaluate", step))
+	case cut:
+		w.lines = append(w.lines, fmt.Sprintf("step %d: re-evaluating the prompt the image window's cut shortens failed (%v): "+
+			"the next request does it", step, err))
+	case err == nil:
 		w.covered, w.coveredTokens = n, tokens
 		w.lines = append(w.lines, fmt.Sprintf("step %d: prefilled %d tool image(s) (%d tokens) while slower tools of the step "+
 			"ran — done in %s, hidden", step, newImages, newTokens, took.Round(time.Millisecond)))
-	} else {
+	default:
 		w.lines = append(w.lines, fmt.Sprintf("step %d: prefilling %d tool image(s) failed (%v): the next request encodes them",
 			step, newImages, err))
 	}
 	w.mu.Unlock()
 	if err != nil {
 		w.svc.cfg.Logger.Warn("prefill tool images", "err", err)
+		return
+	}
+	if cut {
+		// Kept images re-encoded and text mixed: no clean sample for the cost model.
+		if tm != nil {
+			w.svc.recordPrefill(w.session, 0, took, tm, "cut")
+		}
 		return
 	}
 	w.svc.recordPrefill(w.session, newImages, took, tm, "tool")

@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"fmt"
+	"github.com/visorhq/visor/engine/conductor"
+	"github.com/visorhq/visor/engine/swap"
 	"testing"
 
 	"github.com/visorhq/visor/engine/llamacpp"
@@ -73,5 +75,43 @@ func TestImageWindowInSessions(t *testing.T) {
 	t.Logf("last request's prompt tokens: %v", prompt)
 	if prompt["by hand"] >= prompt["off"] || prompt["default"] >= prompt["off"] {
 		t.Errorf("with the window the last request should be shorter than with every image: %v", prompt)
+	}
+}
+
+// TestPerImageCostIsMeasured: a screenshot chat on a real llama-server with the window (2 to 3 images a request)
+// measures what each image a request carries costs it, from the requests' own timings, into the engine's cost
+// model in place of the preset (the model a launch's window is chosen from: Service.imageWindow).
+func TestPerImageCostIsMeasured(t *testing.T) {
+	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{ImageSize: 64}, llamacpp.Config{Parallel: 1})
+	ctx := context.Background()
+	preset := swap.H200Costs()
+	svc := testkit.Service(t, srv, nil, func(cfg *session.Config) {
+		cfg.Vision = session.VisionYes
+		cfg.Agent.ImageWindow = session.ImageWindow{Keep: 2, Batch: 2}
+		cfg.EngineCosts = func(r conductor.Ready) (session.EngineCosts, bool) {
+			return session.EngineCosts{Key: swap.Key{Model: "tiny-hybrid"}, Defaults: preset}, true
+		}
+	})
+	sess, err := svc.Open(ctx, session.OpenOptions{Title: "costs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for i := range 6 {
+		im := tools.Image{MIME: "image/png", Data: testkit.PNG(t, 40+i, 20)}
+		if _, err := sess.Turn(ctx, fmt.Sprintf("screen %d?", i), []tools.Image{im}, nil); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+	}
+	c, ok := svc.Costs()
+	if !ok {
+		t.Fatal("no cost model for the engine")
+	}
+	t.Logf("per-image request cost %s from %d samples (preset %s)", c.CachedImage.D(), c.Samples["cached_image"], preset.CachedImage.D())
+	if c.Samples["cached_image"] == 0 {
+		t.Fatalf("six requests of 1 to 3 images measured no per-image cost: %v", c.Samples)
+	}
+	if c.CachedImage == preset.CachedImage {
+		t.Errorf("the per-image cost is still the preset's %s", preset.CachedImage.D())
 	}
 }

@@ -368,6 +368,8 @@ type Sample struct {
 	SwapOut      Duration `json:"swap_out,omitempty"`
 	Relaunch     Duration `json:"relaunch,omitempty"`
 	Compile      Duration `json:"compile,omitempty"`
+	// CachedImage is what each image a request carries cost it, fitted over recent requests (CachedImageCost).
+	CachedImage Duration `json:"cached_image,omitempty"`
 }
 
 // MinAlpha is the weight a new measurement keeps once a field has several: an exponentially weighted moving
@@ -429,5 +431,6 @@ func (c Costs) Update(s Sample) Costs {
 	dur("swap_out", &out.SwapOut, s.SwapOut)
 	dur("relaunch", &out.Relaunch, s.Relaunch)
 	dur("pipeline_compile", &out.PipelineCompile, s.Compile)
+	dur("cached_image", &out.CachedImage, s.CachedImage)
 	return out
 }
