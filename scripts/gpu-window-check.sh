@@ -11,7 +11,9 @@
 #   mkdir -p .cache/gpu-debs && cp .cache/gpu-engine/debs/*.deb .cache/gpu-debs/
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/visor ./cmd/visor
 #   CGO_ENABLED=1 go build -ldflags=-s -o .cache/seedcheck ./internal/gpucheck/cmd/seedcheck
-# Run: scripts/gpu-window-check.sh [-chat 30] [-typing 6s] [-free 23.4GB]   (flags go to seedcheck)
+# Run: scripts/gpu-window-check.sh [-chat 30] [-typing 6s] [-free 23.4GB] [-attach-send] [-chat-again N] [-cut 8192,1024]
+#   (flags go to seedcheck: -attach-send the same chat without lookahead, -chat-again a second session's first
+#   turns, -cut a raw window chat at each --checkpoint-min-step and older images stubbed/downscaled/full)
 # Results: $OUT/results.json (the chat), $OUT/kv-speed.txt, PASS/FAIL lines on stdout. Skips without a GPU and in CI.
 set -euo pipefail
 
@@ -23,7 +25,9 @@ status=0
 "$loader" --library-path "$lib:$nvlib" "$check" -visor "$work/visor" -server "$server" -work "$work" -out "$out" \
   -control=false "${args[@]}" || status=$?
 
-# Decode speed per KV cache type, on the stand-in seedcheck wrote (no ballast: only the speed matters here).
+# Decode speed per KV cache type, on the stand-in seedcheck wrote (no ballast: only the speed matters here);
+# VISOR_KV_SPEED=0 leaves it out.
+[ "${VISOR_KV_SPEED:-1}" != 0 ] || exit $status
 model=$work/qwen3.6-35b-a3b.gguf
 [ -f "$model" ] || fail "no stand-in model at $model"
 : > "$out/kv-speed.txt"

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -37,6 +38,7 @@ type ChatTurn struct {
 	FloorSeconds float64  `json:"floor_s"`
 	Images       int      `json:"images_sent"` // image parts in visor's request
 	PromptN      int      `json:"prompt_n"`
+	PromptMS     float64  `json:"prompt_ms"`
 	CacheN       int      `json:"cache_n"`
 	FloorPromptN int      `json:"floor_prompt_n"`
 	Explain      []string `json:"explain,omitempty"` // what was done ahead, as --explain prints it
@@ -55,7 +57,13 @@ type ChatRun struct {
 	// CompileSeconds are the uncounted warm-up turns' times (the first 1080p images after an install).
 	CompileSeconds []float64  `json:"compile_s"`
 	Results        []ChatTurn `json:"results"`
-	Checks         []string   `json:"checks"`
+	// WarmedUpBeforeChat says serve's background warm-up had ended before the session service was made.
+	WarmedUpBeforeChat bool `json:"warmed_up_before_chat"`
+	// Again are a second session's first turns (-chat-again); AttachSend the same chat without lookahead, each
+	// screenshot sent as soon as attached (-attach-send).
+	Again      []ChatTurn `json:"again,omitempty"`
+	AttachSend []ChatTurn `json:"attach_send,omitempty"`
+	Checks     []string   `json:"checks"`
 }
 
 // recorder is a pass-through proxy in front of llama-server that keeps the last chat request's body: the floor
@@ -118,14 +126,30 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 		return fail(err)
 	}
 	cmd := exec.Command(visor, "serve", "--model", model, "--mmproj", mmproj, "--server", server)
-	cmd.Env = append(os.Environ(), "VISOR_ENGINE_DIR="+state)
+	// VISOR_DEBUG: serve's info lines, the warm-up's end among them (read below).
+	cmd.Env = append(os.Environ(), "VISOR_ENGINE_DIR="+state, "VISOR_DEBUG=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
+	// visor serve warms the engine up in the background after it is ready (docs/engine-notes.md §11): its
+	// requests run in the server's slot. In one process the conductor tells the session service when that ends
+	// (EventWarmedUp); here serve is another process, so its log line stands in for the event.
+	var svcMu sync.Mutex
+	var svcWarm *session.Service
+	warmedUp := false
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			fmt.Fprintln(os.Stderr, sc.Text())
+			if strings.Contains(sc.Text(), "warming up the GPU: prompts done") {
+				svcMu.Lock()
+				warmedUp = true
+				if svcWarm != nil {
+					svcWarm.RecordEngineEvent(conductor.Event{Kind: conductor.EventWarmedUp})
+				}
+				svcMu.Unlock()
+				say("chat: the engine's warm-up ended")
+			}
 			if i := strings.Index(sc.Text(), "engine started in mode "); i >= 0 {
 				cr.Mode = sc.Text()[i+len("engine started in mode "):]
 			}
@@ -188,7 +212,6 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 		return fail(err)
 	}
 	defer proxy.Close()
-	var logs strings.Builder
 	svc, err := session.New(session.Config{
 		Engine: fixedEngine{conductor.Ready{Client: engine.NewClient(proxy.URL, ""), URL: proxy.URL, Generation: 1}},
 		Vision: session.VisionYes, Scheduler: &swap.Scheduler{Costs: swap.H200Costs()},
@@ -196,6 +219,10 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 	if err != nil {
 		return fail(err)
 	}
+	svcMu.Lock()
+	svcWarm = svc
+	cr.WarmedUpBeforeChat = warmedUp
+	svcMu.Unlock()
 	// A first session of two screenshot turns, not counted: the first 1080p images after an install compile the
 	// GPU pipelines for their shapes (over a minute on Vulkan, once: the driver keeps them), which is not what a
 	// long session's turns cost.
@@ -215,18 +242,49 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 	if err != nil {
 		return fail(err)
 	}
-	defer sess.Close()
-	_ = logs
 	lo, hi := 0, 0
-	for i := 1; i <= turns; i++ {
+	cr.Results = chatSession(ctx, sess, rec, base, turns, 1000, typing, true, &lo, &hi)
+	cr.Window = fmt.Sprintf("%d to %d images a request", lo, hi)
+	sess.Close()
+	// A second session's first turns: a first turn slower than its floor again says the cost is the session's
+	// (per conversation), not the engine's (once per process).
+	if chatAgain > 0 {
+		if again, err := svc.Open(ctx, session.OpenOptions{Title: "second chat"}); err == nil {
+			cr.Again = chatSession(ctx, again, rec, base, chatAgain, 3000, typing, true, &lo, &hi)
+			again.Close()
+		}
+	}
+	// Attach-and-send: the same screenshots and questions sent as soon as attached, without lookahead.
+	if chatAttachSend {
+		plain, err := session.New(session.Config{
+			Engine: fixedEngine{conductor.Ready{Client: engine.NewClient(proxy.URL, ""), URL: proxy.URL, Generation: 1}},
+			Vision: session.VisionYes, Scheduler: &swap.Scheduler{Costs: swap.H200Costs()}, NoPrefill: true,
+			Agent: session.AgentConfig{Tools: tools.NewRegistry(), MaxSteps: 1, MaxTokens: 16}})
+		if err == nil {
+			if as, err := plain.Open(ctx, session.OpenOptions{Title: "attach and send"}); err == nil {
+				cr.AttachSend = chatSession(ctx, as, rec, base, turns, 1000, 0, false, &lo, &hi)
+				as.Close()
+			}
+		}
+	}
+	cr.Checks = chatChecks(cr)
+	return cr
+}
+
+// chatSession runs n screenshot turns in sess (screenshot seeds from seed+1), each attached typing before its
+// question; with floor, each turn's floor request follows it. lo and hi track the images a request carried.
+func chatSession(ctx context.Context, sess *session.Session, rec *recorder, base string, n int, seed uint64,
+	typing time.Duration, floor bool, lo, hi *int) []ChatTurn {
+	var out []ChatTurn
+	for i := 1; i <= n; i++ {
 		t := ChatTurn{Turn: i}
-		png, err := screenshot(1920, 1080, uint64(1000+i))
+		png, err := screenshot(1920, 1080, seed+uint64(i))
 		if err == nil {
 			_, err = sess.Attach(ctx, png)
 		}
 		if err != nil {
 			t.Err = err.Error()
-			cr.Results = append(cr.Results, t)
+			out = append(out, t)
 			continue
 		}
 		time.Sleep(typing)
@@ -244,34 +302,35 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 		})
 		if err != nil || first.IsZero() {
 			t.Err = fmt.Sprintf("turn: %v (first token seen: %v)", err, !first.IsZero())
-			cr.Results = append(cr.Results, t)
+			out = append(out, t)
 			continue
 		}
 		t.TTFTSeconds = first.Sub(start).Seconds()
 		if tm := res.Final.Timings; tm != nil {
-			t.PromptN, t.CacheN = tm.PromptN, tm.CacheN
+			t.PromptN, t.CacheN, t.PromptMS = tm.PromptN, tm.CacheN, tm.PromptMS
 		}
 		body := rec.body()
 		t.Images = bytes.Count(body, []byte(`"type":"image_url"`))
-		if lo == 0 || t.Images < lo {
-			lo = t.Images
+		if *lo == 0 || t.Images < *lo {
+			*lo = t.Images
 		}
-		hi = max(hi, t.Images)
-		cr.Window = fmt.Sprintf("%d to %d images a request", lo, hi)
-		floor, pn, err := floorRequest(ctx, base, body, res.Final)
-		if err != nil {
-			t.Err = "floor: " + err.Error()
+		*hi = max(*hi, t.Images)
+		if floor {
+			d, pn, err := floorRequest(ctx, base, body, res.Final)
+			if err != nil {
+				t.Err = "floor: " + err.Error()
+			}
+			t.FloorSeconds, t.FloorPromptN = d.Seconds(), pn
 		}
-		t.FloorSeconds, t.FloorPromptN = floor.Seconds(), pn
-		say("chat turn %2d: %d images sent, ttft %.3f s (prompt %d, cached %d), floor %.3f s (prompt %d): %.2f× %s", i,
-			t.Images, t.TTFTSeconds, t.PromptN, t.CacheN, t.FloorSeconds, pn, t.TTFTSeconds/max(t.FloorSeconds, 1e-9), t.Err)
+		say("chat turn %2d: %d images sent, ttft %.3f s (prompt %d, cached %d, %.0f ms), floor %.3f s (prompt %d): %.2f× %s", i,
+			t.Images, t.TTFTSeconds, t.PromptN, t.CacheN, t.PromptMS, t.FloorSeconds, t.FloorPromptN,
+			t.TTFTSeconds/max(t.FloorSeconds, 1e-9), t.Err)
 		for _, e := range t.Explain {
 			say("chat turn %2d explain: %s", i, e)
 		}
-		cr.Results = append(cr.Results, t)
+		out = append(out, t)
 	}
-	cr.Checks = chatChecks(cr)
-	return cr
+	return out
 }
 
 // floorRequest sends visor's last request body with the answer and a short question appended, streamed, one
@@ -373,5 +432,15 @@ func chatChecks(cr ChatRun) []string {
 			tl.Turn, tl.TTFTSeconds, tl.TTFTSeconds/t2.TTFTSeconds, t2.TTFTSeconds)
 	}
 	ok(worst > 0 && worst <= 1.25, "chat: every turn within 1.25× the engine's floor (worst %.2f×, turn %d)", worst, worstTurn)
+	if len(cr.AttachSend) > 0 {
+		lo, hi := math.Inf(1), 0.0
+		for i, t := range cr.Results {
+			if i < len(cr.AttachSend) && cr.AttachSend[i].TTFTSeconds > 0 && t.TTFTSeconds > 0 {
+				r := t.TTFTSeconds / cr.AttachSend[i].TTFTSeconds
+				lo, hi = min(lo, r), max(hi, r)
+			}
+		}
+		out = append(out, fmt.Sprintf("INFO chat: time to first token %.2f–%.2f× attach-and-send's, turn by turn", lo, hi))
+	}
 	return out
 }

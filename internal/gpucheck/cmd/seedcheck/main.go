@@ -113,7 +113,9 @@ type Report struct {
 	PlanTable     string `json:"plan_table"`
 	Runs          []Run  `json:"runs"`
 	// Chat is the -chat run: a long screenshot chat through visor's session service (chat.go).
-	Chat   *ChatRun `json:"chat,omitempty"`
+	Chat *ChatRun `json:"chat,omitempty"`
+	// Cut is the -cut run: checkpoint spacing and older images (cut.go).
+	Cut    *CutReport `json:"cut,omitempty"`
 	Checks []string
 }
 
@@ -136,6 +138,9 @@ func main() {
 	flag.StringVar(&dryMMProj, "mmproj", "", "with -dry: the projector")
 	flag.IntVar(&chatTurns, "chat", 0, "instead of the image turns and tokens/s: a screenshot chat of this many turns through visor's session service, with lookahead, each turn's time to first token against the engine's floor (issue 25)")
 	flag.DurationVar(&chatTyping, "typing", 6*time.Second, "with -chat: how long the user types after attaching each screenshot")
+	flag.IntVar(&chatAgain, "chat-again", 0, "with -chat: then this many turns of a second session")
+	flag.BoolVar(&chatAttachSend, "attach-send", false, "with -chat: then the same chat without lookahead, each screenshot sent as soon as attached")
+	flag.StringVar(&cutSteps, "cut", "", "with -chat: then a raw window chat on the stand-in at each of these --checkpoint-min-step values (comma-separated), and older images downscaled against stubbed")
 	pool := flag.Bool("pool", false, "no run: pool the tokens/s pairs of the results.json files named as arguments (each run's warm-up start) and print the same checks over all of them")
 	flag.Parse()
 	if *pool {
@@ -160,8 +165,11 @@ func main() {
 
 // -chat settings.
 var (
-	chatTurns  int
-	chatTyping time.Duration
+	chatTurns      int
+	chatTyping     time.Duration
+	chatAgain      int
+	chatAttachSend bool
+	cutSteps       string
 )
 
 // Dry-run settings: a CPU machine has no NVML and cannot hold the 17 GB stand-in.
@@ -258,6 +266,14 @@ func run(ctx context.Context, visor, server, work, out, freeSpec string, control
 		cr := runChat(ctx, visor, server, model, mmproj, filepath.Join(work, "state-chat"), out, chatTurns, chatTyping)
 		rep.Chat = &cr
 		rep.Checks = cr.Checks
+		if cutSteps != "" {
+			steps, err := parseSteps(cutSteps)
+			if err != nil {
+				return err
+			}
+			cut := runCut(ctx, server, model, mmproj, out, steps, 14)
+			rep.Cut = &cut
+		}
 		for _, c := range rep.Checks {
 			fmt.Println(c)
 		}
