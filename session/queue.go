@@ -97,8 +97,9 @@ func (q *engineQueue) slotsLocked() Slots {
 	return s
 }
 
-// key is the allocator's name for a session's conversation.
-func key(sess *Session) slots.Key { return slots.Key(sess.id) }
+// key is the allocator's name for a session's conversation: the session itself, not its id, which compaction
+// changes under the session's lock while the queue's is held here.
+func key(sess *Session) slots.Key { return slots.Key(fmt.Sprintf("%p", sess)) }
 
 func (q *engineQueue) broadcastLocked() {
 	close(q.changed)
