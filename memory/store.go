@@ -36,6 +36,8 @@ type Store struct {
 	indexMissing bool
 	// module, when set, is the module a new or rebuilt index uses instead of the best one compiled in.
 	module string
+	// readOnly: opened with Options.ReadOnly.
+	readOnly bool
 }
 
 // Options tune Open. The zero value is what Open uses.
@@ -45,6 +47,11 @@ type Options struct {
 	// BusyTimeout is how long a write waits for another writer (another process) before failing;
 	// 0 means 10 s.
 	BusyTimeout time.Duration
+
+	// ReadOnly opens an existing database without writing to it (no file or folder created, no migration, no
+	// WAL switch), for commands that only read: a database the user may read but not write (another user's,
+	// a backup on a read-only mount) can still be listed and shown. Writes fail with ErrReadOnly.
+	ReadOnly bool
 
 	// module overrides the full-text module of the index (see Store.module), so tests can hold FTS4 to
 	// FTS5 in one build.
@@ -78,6 +85,16 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	if err != nil {
 		return nil, fmt.Errorf("memory: open %s: %w", path, err)
 	}
+	if err := syscall.Access(abs, 4); err != nil && !errors.Is(err, fs.ErrNotExist) { // R_OK
+		return nil, fmt.Errorf("memory: cannot read the database %s (%w): give yourself read and write access (chmod u+rw %s) or pass --db with another file", abs, err, abs)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, abs, logger, opts.module)
+	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("memory: open %s: create directory: %w", abs, err)
 	}
@@ -92,9 +109,8 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	if err := writable(abs); err != nil {
+		return nil, err
 	}
 	busy := opts.BusyTimeout
 	if busy <= 0 {
@@ -133,6 +149,92 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	return s, nil
 }
 
+// writable says why SQLite could not write the database at abs, if it could not: the file itself, or its
+// folder, where SQLite keeps the -wal and -shm files beside it. (Without this check a read-only file failed
+// on its first query with "attempt to write a readonly database", which names no fix.)
+func writable(abs string) error {
+	const wOK = 2
+	if err := syscall.Access(abs, wOK); err != nil {
+		return fmt.Errorf("memory: %w: %s is read-only (%w): give yourself write access (chmod u+w %s), pass --db with a file you can write, or --no-store", ErrReadOnly, abs, err, abs)
+	}
+	if dir := filepath.Dir(abs); syscall.Access(dir, wOK) != nil {
+		return fmt.Errorf("memory: %w: the folder of %s is not writable, and SQLite keeps its -wal and -shm files beside the database: give yourself write access to %s, pass --db with a file in a folder you can write, or --no-store", ErrReadOnly, abs, dir)
+	}
+	return nil
+}
+
+// openReadOnly opens the existing database at abs for reading only. A WAL database needs its -shm file, which
+// a folder that is not writable cannot hold; then the file is opened as immutable (SQLite reads it without
+// locks), which holds as long as no one writes it meanwhile, as for a file nobody here may write.
+func openReadOnly(ctx context.Context, abs string, logger *slog.Logger, module string) (*Store, error) {
+	if _, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("memory: open %s: %w", abs, err)
+	}
+	var lastErr error
+	for _, extra := range []string{"", "immutable"} {
+		q := url.Values{}
+		q.Set("mode", "ro")
+		if extra != "" {
+			q.Set(extra, "1")
+		}
+		dsn := (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+		db := sql.OpenDB(connector{dsn: dsn, driver: newDriver()})
+		s := &Store{db: db, path: abs, logger: logger, module: module, readOnly: true}
+		err := s.initReadOnly(ctx)
+		if err == nil {
+			return s, nil
+		}
+		db.Close()
+		lastErr = err
+		if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrReadOnly) {
+			break
+		}
+	}
+	if strings.Contains(lastErr.Error(), "not a database") || strings.Contains(lastErr.Error(), "malformed") {
+		return nil, fmt.Errorf("memory: %s is not a visor database (%w): pass --db with another file", abs, lastErr)
+	}
+	return nil, lastErr
+}
+
+func (s *Store) initReadOnly(ctx context.Context) error {
+	migs, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	latest := migs[len(migs)-1].version
+	v, err := s.schemaVersion(ctx)
+	switch {
+	case err != nil:
+		return err
+	case v > latest:
+		return fmt.Errorf("memory: %s has schema version %d, but this visor knows versions up to %d: upgrade visor, or point it at another database file: %w", s.path, v, latest, ErrNewerSchema)
+	case v < latest:
+		return fmt.Errorf("memory: %w: %s was written by an older visor (schema %d of %d) and is read-only here, so it cannot be upgraded: open it once with write access", ErrReadOnly, s.path, v, latest)
+	}
+	best, err := compiledModule(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("memory: open %s: %w", s.path, err)
+	}
+	have, err := indexModule(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("memory: open %s: search index: %w", s.path, err)
+	}
+	s.index = have
+	s.indexMissing = have != "" && have != moduleFTS4 && have != best
+	return nil
+}
+
+// readOnlyError is err, said as what it is when a write meets a store opened read-only.
+func (s *Store) readOnlyError(what string, err error) error {
+	if !s.readOnly || !strings.Contains(err.Error(), "readonly") {
+		return err
+	}
+	return fmt.Errorf("memory: %s: %w: %s is opened read-only, as its file or folder is not writable: give yourself write access to it (%v)", what, ErrReadOnly, s.path, err)
+}
+
+// ReadOnly says the store was opened with Options.ReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
 // Path is the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -140,7 +242,9 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	// SQLite's advice for long-lived connections: refresh planner statistics where they have gone stale.
 	// It is cheap (usually a no-op) and its failure costs nothing but speed.
-	if _, err := s.db.Exec(`PRAGMA optimize`); err != nil {
+	if s.readOnly {
+		// nothing to optimize in a file visor may not write
+	} else if _, err := s.db.Exec(`PRAGMA optimize`); err != nil {
 		s.logger.Debug("memory: PRAGMA optimize", "file", s.path, "err", err)
 	}
 	if err := s.db.Close(); err != nil {
@@ -295,10 +399,10 @@ func (s *Store) withTx(ctx context.Context, what string, fn func(*sql.Tx) error)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return s.fullError(indexError(err))
+		return s.readOnlyError(what, s.fullError(indexError(err)))
 	}
 	if err := tx.Commit(); err != nil {
-		return s.fullError(fmt.Errorf("memory: %s: commit: %w", what, err))
+		return s.readOnlyError(what, s.fullError(fmt.Errorf("memory: %s: commit: %w", what, err)))
 	}
 	return nil
 }

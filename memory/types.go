@@ -17,6 +17,7 @@ var (
 	ErrBadQuery     = errors.New("bad search query")
 	ErrDiskFull     = errors.New("the disk holding the database is full")
 	ErrInvalidInput = errors.New("invalid input")
+	ErrReadOnly     = errors.New("the database cannot be written")
 )
 
 // Link kinds say how a session relates to its parent.

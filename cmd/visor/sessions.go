@@ -30,6 +30,10 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer store.Close()
+	if store.ReadOnly() && len(rest) > 0 && (rest[0] == "rm" || rest[0] == "delete" || rest[0] == "fork") {
+		return fmt.Errorf("visor sessions %s: %s is read-only here (its file or folder is not writable): give yourself write access to it first: %w",
+			rest[0], store.Path(), memory.ErrReadOnly)
+	}
 	return report.RunSessions(ctx, store, rest, stdout, parseFlagsUsage)
 }
 
@@ -86,7 +90,12 @@ func openExistingStore(ctx context.Context, path string) (*memory.Store, error) 
 	} else if err != nil {
 		return nil, fmt.Errorf("--db: %w", err)
 	}
-	return memory.Open(ctx, path)
+	st, err := memory.Open(ctx, path)
+	if errors.Is(err, memory.ErrReadOnly) {
+		// A database this user may read but not write (issue 22: it failed even sessions list) is read as it is.
+		return memory.OpenWithOptions(ctx, path, memory.Options{ReadOnly: true})
+	}
+	return st, err
 }
 
 // storePath is the database path: path, or the default location when it is empty.
