@@ -10,6 +10,7 @@ import (
 
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/termtext"
+	"github.com/visorhq/visor/internal/typo"
 	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/session"
 )
@@ -98,6 +99,9 @@ type chat struct {
 	o              ChatOptions
 }
 
+// chatCommands are the line chat's slash commands, for the hint a typo of one gets.
+var chatCommands = []string{"/quit", "/exit", "/clear", "/session", "/help", "/image"}
+
 func (c *chat) line(l string) error {
 	switch {
 	case l == "":
@@ -117,7 +121,13 @@ func (c *chat) line(l string) error {
 	case strings.HasPrefix(l, "/image "):
 		return c.attach(strings.TrimSpace(strings.TrimPrefix(l, "/image ")))
 	case strings.HasPrefix(l, "/"):
-		fmt.Fprintf(c.stderr, "unknown command %s\n%s", termtext.Clean(strings.Fields(l)[0]), ChatHelp)
+		word := strings.Fields(l)[0]
+		if near := typo.Nearest(word, chatCommands); near != "" {
+			// As the terminal chat does (issue 22: /imag got the help text and no hint).
+			fmt.Fprintf(c.stderr, "unknown command %s: did you mean %s?\n", termtext.Clean(word), near)
+			return nil
+		}
+		fmt.Fprintf(c.stderr, "unknown command %s\n%s", termtext.Clean(word), ChatHelp)
 		return nil
 	}
 	return c.send(l)
