@@ -466,7 +466,8 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 			s.dropSentLocked(taken)
 			s.stepLocked(chainEvent{kind: evDropped})
 			s.mu.Unlock()
-			return res, errors.Join(fmt.Errorf("%w: %v; the turn is kept but will not be sent again", ErrRejected, f.Err), storeErr)
+			return res, errors.Join(fmt.Errorf("%w: %v%s; the turn is kept but will not be sent again", ErrRejected, f.Err,
+				overflowHint(f.Err, svc.cfg.Agent.Tools, props.NCtx)), storeErr)
 		}
 		// The conductor checks the server (one /health request; a dead one is restarted) and says, by a new
 		// launch generation, whether the failure was the engine's.
