@@ -147,9 +147,12 @@ func RunSessions(ctx context.Context, store *memory.Store, args []string, stdout
 
 // sessionArg parses a command's flags and its one argument, a session id or unique prefix, and resolves it.
 func sessionArg(ctx context.Context, store *memory.Store, parse ParseFlags, fs *flag.FlagSet, args []string) (string, error) {
-	pos, err := parseInterspersed(parse, fs, args, 1, 1)
+	pos, err := parseInterspersed(parse, fs, args, 0, 1)
 	if err != nil {
 		return "", err
+	}
+	if len(pos) == 0 {
+		return "", fmt.Errorf("%s: which session? give its id or a unique prefix (visor sessions list shows them): %w", fs.Name(), memory.ErrInvalidInput)
 	}
 	if strings.TrimSpace(pos[0]) == "" {
 		// An empty prefix matches every id: it would pick some session.
