@@ -23,6 +23,10 @@ func TestMain(m *testing.M) {
 		serveSlowMCP()
 		return
 	}
+	if os.Getenv(bigToolsMCPEnv) != "" {
+		serveBigToolsMCP()
+		return
+	}
 	if os.Getenv(hostileMCPEnv) != "" {
 		serveHostileMCP()
 		return
