@@ -62,7 +62,7 @@ func TestPageInRealBrowser(t *testing.T) {
 	// page's own style sheet.
 	for i, step := range []chromedp.Action[chromedp.Void]{
 		chromedp.SetUploadFiles("#file", []string{shot}),
-		chromedp.WaitVisible(`#tray img[title^="image/png"]`),
+		chromedp.WaitVisible(`#tray img[title^="shot.png 16×16 "]`), // the attach answer's name and size
 		chromedp.SendKeys("#text", "What is on my screen?"),
 		chromedp.Click("#send"),
 		chromedp.WaitVisible("div.meta"),
@@ -171,7 +171,7 @@ func TestPagePasteStopReloadResume(t *testing.T) {
 		t.Fatalf("paste: %v", err)
 	}
 	steps(t, tctx,
-		chromedp.WaitVisible(`#tray img[title^="image/png"]`),
+		chromedp.WaitVisible(`#tray img[title^="shot.png 16×16 "]`), // the attach answer's name and size
 		chromedp.SendKeys("#text", "What is on my screen?"),
 		chromedp.Click("#send"),
 		chromedp.WaitVisible(`div.msg.tool`), // → wait {}: the turn is running
