@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -18,8 +17,8 @@ func (s *Server) rename(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Title string `json:"title"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&in); err != nil {
-		httpError(w, http.StatusBadRequest, `send {"title": "the new title"} as JSON`)
+	if status, why := decodeJSON(w, r, 4<<10, &in, `{"title": "the new title"}`); status != 0 {
+		httpError(w, status, "%s", why)
 		return
 	}
 	title, err := s.cfg.Sessions.Rename(r.Context(), id, in.Title)
@@ -51,9 +50,22 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"deleted": deleted})
 }
 
+// maxQuery bounds a search's text.
+const maxQuery = 512
+
 // search answers GET /api/sessions?q=… with the stored sessions whose title or messages match.
 func (s *Server) search(w http.ResponseWriter, r *http.Request, q string) {
+	// The full-text query's time grows with its words (24,000 took 4 s): a search is a few words.
+	if len(q) > maxQuery {
+		httpError(w, http.StatusBadRequest, "the search is %d bytes: search for at most %d (a few words from a chat's "+
+			"title or messages)", len(q), maxQuery)
+		return
+	}
 	found, err := s.cfg.Sessions.Search(r.Context(), q, 50)
+	if errors.Is(err, session.ErrBadInput) {
+		httpError(w, http.StatusBadRequest, "search %q: %v: type a word (letters or digits) from a chat's title or messages", q, err)
+		return
+	}
 	if err != nil {
 		httpError(w, manageStatus(err), "%v", err)
 		return

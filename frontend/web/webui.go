@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/images"
@@ -126,13 +127,13 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("POST /api/sessions", s.newSession)
-	mux.HandleFunc("POST /api/sessions/{id}/attach", s.attach)
-	mux.HandleFunc("POST /api/sessions/{id}/send", s.send)
+	mux.HandleFunc("POST /api/sessions/{id}/attach", withID(s.attach))
+	mux.HandleFunc("POST /api/sessions/{id}/send", withID(s.send))
 	mux.HandleFunc("GET /api/sessions", s.listSessions)
-	mux.HandleFunc("POST /api/sessions/{id}/resume", s.resume)
-	mux.HandleFunc("POST /api/sessions/{id}/stop", s.stop)
-	mux.HandleFunc("PATCH /api/sessions/{id}", s.rename)
-	mux.HandleFunc("DELETE /api/sessions/{id}", s.remove)
+	mux.HandleFunc("POST /api/sessions/{id}/resume", withID(s.resume))
+	mux.HandleFunc("POST /api/sessions/{id}/stop", withID(s.stop))
+	mux.HandleFunc("PATCH /api/sessions/{id}", withID(s.rename))
+	mux.HandleFunc("DELETE /api/sessions/{id}", withID(s.remove))
 	mux.HandleFunc("GET /api/status", s.status)
 	s.handler = guard.Handler(mux)
 	return s, nil
@@ -155,6 +156,50 @@ func (s *Server) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
 	_, _ = io.WriteString(w, strings.Replace(indexHTML, tokenSlot, s.guard.IssueToken(), 1))
+}
+
+// maxID bounds a chat id in a path: ids are 16 hex digits (a prefix of one resumes it); anything much longer is
+// no id, and every error naming it would repeat it whole.
+const maxID = 128
+
+// withID refuses an {id} that cannot be a chat's (too long, control characters) before h looks it up.
+func withID(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if len(id) > maxID {
+			httpError(w, http.StatusNotFound, "no chat with a %d-byte id (%.24q…): ids are the short hex strings "+
+				"POST /api/sessions and GET /api/sessions return", len(id), id)
+			return
+		}
+		if strings.IndexFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			httpError(w, http.StatusNotFound, "no chat %q: an id has no control characters; ids are the short hex "+
+				"strings POST /api/sessions and GET /api/sessions return", id)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// decodeJSON reads one JSON value of at most limit bytes into v and nothing after it. It returns the status
+// and the reason for a refusal, naming the problem (too large, not JSON, a field of the wrong type, more after
+// the value); example is the body to send instead.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, example string) (int, string) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	err := dec.Decode(v)
+	if err == nil {
+		if _, more := dec.Token(); !errors.Is(more, io.EOF) {
+			err = errors.New("more follows the JSON value")
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return 0, ""
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d KiB: send %s, shorter", limit>>10, example)
+	default:
+		return http.StatusBadRequest, fmt.Sprintf("send %s as JSON, at most %d KiB (%v)", example, limit>>10, err)
+	}
 }
 
 func httpError(w http.ResponseWriter, status int, format string, a ...any) {
@@ -298,8 +343,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Text string `json:"text"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil || strings.TrimSpace(in.Text) == "" {
-		httpError(w, http.StatusBadRequest, `send {"text": "your message"} as JSON, at most 1 MiB`)
+	if status, why := decodeJSON(w, r, 1<<20, &in, `{"text": "your message"}`); status != 0 {
+		httpError(w, status, "%s", why)
+		return
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		httpError(w, http.StatusBadRequest, `"text" is empty: send {"text": "your message"} as JSON`)
 		return
 	}
 	flusher, ok := w.(http.Flusher)
