@@ -127,8 +127,9 @@ type Ahead struct {
 
 // PrefillAhead reserves a spare server slot of model name for a client request that has to wait, and evaluates
 // its images there while it waits (ctx ending stops it); the request is then sent to that slot (Acquire with
-// Ahead.Slot). Without a slot the policy allows (slots.QueuedPrefill) or a loaded model, it returns nil and why.
-func (e *Engines) PrefillAhead(ctx context.Context, name, key, apiKey string, body []byte) (*Ahead, string) {
+// Ahead.Slot); ended, when set, is called with the outcome before Done closes. Without a slot the policy allows
+// (slots.QueuedPrefill) or a loaded model, it returns nil and why.
+func (e *Engines) PrefillAhead(ctx context.Context, name, key, apiKey string, body []byte, ended func(*Ahead)) (*Ahead, string) {
 	eng, slot, why := e.pool.Reserve(name, slots.Key(key))
 	if slot < 0 {
 		return nil, why
@@ -142,6 +143,9 @@ func (e *Engines) PrefillAhead(ctx context.Context, name, key, apiKey string, bo
 			a.Timings, err = prefillBody(ctx, engine.NewClient(r.URL, apiKey), body, slot)
 		}
 		a.Err, a.Took = err, time.Since(t0)
+		if ended != nil {
+			ended(a)
+		}
 	}()
 	return a, why
 }

@@ -139,14 +139,8 @@ func conversationKey(body []byte) string {
 // startAhead reserves a spare server slot for a request that has to wait and evaluates its images there while
 // it waits; nil when the policy finds no slot (see session.QueuedPrefill) or the model is not loaded.
 func (g *Gateway) startAhead(ctx context.Context, md Model, req request, key string) *session.Ahead {
-	a, why := g.engines.PrefillAhead(ctx, md.Name, key, md.APIKey, req.upstream)
-	if a == nil {
-		g.cfg.Logger.Debug("gateway: no prefill for a queued request", "model", md.Name, "why", why)
-		return nil
-	}
-	g.cfg.Logger.Info("gateway: prefilling a queued request", "model", md.Name, "slot", a.Slot, "why", why)
-	go func() {
-		<-a.Done
+	// The outcome is counted before Done closes, so /metrics has it once the request is answered.
+	a, why := g.engines.PrefillAhead(ctx, md.Name, key, md.APIKey, req.upstream, func(a *session.Ahead) {
 		if a.Err != nil {
 			if ctx.Err() == nil {
 				g.cfg.Logger.Warn("gateway: queued prefill failed; the images are encoded with the request", "model", md.Name, "err", a.Err)
@@ -154,6 +148,11 @@ func (g *Gateway) startAhead(ctx context.Context, md Model, req request, key str
 			return
 		}
 		g.metrics.queuedPrefill(md.Name, a.Timings)
-	}()
+	})
+	if a == nil {
+		g.cfg.Logger.Debug("gateway: no prefill for a queued request", "model", md.Name, "why", why)
+		return nil
+	}
+	g.cfg.Logger.Info("gateway: prefilling a queued request", "model", md.Name, "slot", a.Slot, "why", why)
 	return a
 }
