@@ -115,3 +115,42 @@ func TestPerImageCostIsMeasured(t *testing.T) {
 		t.Errorf("the per-image cost is still the preset's %s", preset.CachedImage.D())
 	}
 }
+
+// TestCutPlannedAtTurnEnd: in a chat whose screenshots are sent as soon as taken (no lead to hide anything in),
+// the turn after which the next screenshot moves the window's cut ends with the session evaluating the
+// shortened history ahead, so the next turn's request evaluates its new image and text but not the kept image
+// again; without lookahead (the baseline, same server) it does. Asserted by the server's evaluated tokens.
+func TestCutPlannedAtTurnEnd(t *testing.T) {
+	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{ImageSize: 64}, llamacpp.Config{Parallel: 1})
+	ctx := context.Background()
+	const imageTokens = 64
+	last := map[bool]int{}
+	for _, ahead := range []bool{false, true} {
+		svc := testkit.Service(t, srv, nil, func(cfg *session.Config) {
+			cfg.Vision = session.VisionYes
+			cfg.NoPrefill = !ahead
+			cfg.Agent.ImageWindow = session.ImageWindow{Keep: 2, Batch: 2}
+		})
+		sess, err := svc.Open(ctx, session.OpenOptions{Title: fmt.Sprintf("ahead %v", ahead)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 { // the fourth image moves the cut: 2 of 4 left out
+			if err := sess.WaitAhead(ctx); err != nil {
+				t.Fatal(err)
+			}
+			im := tools.Image{MIME: "image/png", Data: testkit.PNG(t, 60+i, 20)}
+			res, err := sess.Turn(ctx, fmt.Sprintf("screen %d?", i), []tools.Image{im}, nil)
+			if err != nil || res.Final.Timings == nil {
+				t.Fatalf("ahead %v, turn %d: %+v %v", ahead, i, res.Final, err)
+			}
+			last[ahead] = res.Final.Timings.PromptN
+		}
+		sess.Close()
+	}
+	t.Logf("the cutting turn's request evaluated %d tokens without lookahead, %d with the cut planned ahead", last[false], last[true])
+	if last[true]+imageTokens > last[false] {
+		t.Errorf("the cutting turn evaluated %d tokens with the cut planned ahead, %d without: the kept image's %d tokens "+
+			"should have been evaluated at the previous turn's end", last[true], last[false], imageTokens)
+	}
+}
