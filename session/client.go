@@ -152,10 +152,7 @@ func (r *ClientRecorder) store1(ctx context.Context, x ClientExchange) error {
 				break
 			}
 		}
-		if len(title) > 80 {
-			title = title[:80]
-		}
-		s, err := r.store.CreateSession(ctx, memory.Session{Title: title, Agent: "gateway", Model: x.Model})
+		s, err := r.store.CreateSession(ctx, memory.Session{Title: Title(title), Agent: "gateway", Model: x.Model})
 		if err != nil {
 			return err
 		}
