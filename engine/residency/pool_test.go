@@ -185,3 +185,44 @@ func TestPoolUnloadsIdleModels(t *testing.T) {
 		t.Fatalf("loaded %v", l)
 	}
 }
+
+// The management unload answers once the model's request has ended and its engine is stopped; Close stops the
+// rest (the remote model too) and refuses what comes after.
+func TestPoolUnloadAndClose(t *testing.T) {
+	p, log := testPool(t, Config{MaxQueue: 8}, Model{Name: "a"}, Model{Name: "r", Remote: true})
+	ctx := context.Background()
+	rel, err := acquire(p, ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ok, err := p.Unload(ctx, "a")
+		done <- result{ok, err}
+	}()
+	rel()
+	if r := <-done; !r.ok || r.err != nil || !slices.Contains(log(), "close a") || p.State("a").State != "unloaded" {
+		t.Fatalf("unload: %+v, log %v, state %v", r, log(), p.State("a"))
+	}
+	if ok, err := p.Unload(ctx, "a"); ok || err != nil {
+		t.Fatalf("unloading a model not loaded: %v, %v; want false", ok, err)
+	}
+	relR, err := acquire(p, ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	relR()
+	if err := p.Close(ctx); err != nil || !slices.Contains(log(), "close r") {
+		t.Fatalf("close: %v, log %v", err, log())
+	}
+	if _, err := acquire(p, ctx, "a"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
