@@ -167,7 +167,7 @@ func RunStats(ctx context.Context, store *memory.Store, args []string, format St
 	if len(args) == 1 {
 		var err error
 		if id, err = store.ResolveSessionID(ctx, args[0]); err != nil {
-			return fmt.Errorf("stats %s: %w: list sessions with `visor sessions list`", args[0], err)
+			return fmt.Errorf("stats %s: %w", args[0], err) // the store's error says to list them
 		}
 	} else {
 		// The newest session with something in it: an empty row (left by an older visor) has no stats.
