@@ -587,6 +587,24 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 				t.Errorf("a read command created %s", filepath.Dir(filepath.Dir(missing)))
 			}
 		}},
+		{"--db in a folder that does not exist, on a command that stores", func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "typo", "v.db")
+			first := f.visor(t, nil, "", "ask", "hello", "--model", f.chat, "--plan", "off", "--db", db)
+			first.expect(t, 0, "(new conversation database "+db+"; --db names another, --no-store keeps none)")
+			again := f.visor(t, nil, "", "ask", "hello", "--model", f.chat, "--plan", "off", "--db", db)
+			again.expect(t, 0)
+			if strings.Contains(again.out, "new conversation database") {
+				t.Errorf("an existing database is announced as new:\n%s", again.out)
+			}
+		}},
+		{"stats of an unknown session", func(t *testing.T) {
+			db := f.storedDB(t, "stats-unknown")
+			r := f.visor(t, nil, "", "stats", "nope", "--db", db)
+			r.expect(t, 1, `"nope"`, "not found", "visor sessions list")
+			if n := strings.Count(r.out, "visor sessions list"); n != 1 {
+				t.Errorf("the hint is given %d times:\n%s", n, r.out)
+			}
+		}},
 		{"an unreadable database", func(t *testing.T) {
 			db := f.storedDB(t, "unreadable")
 			perms(t, db, 0o000)
