@@ -246,6 +246,14 @@ func TestModelCannotForgeMarkup(t *testing.T) {
 	if n := eval[int](t, tctx, `document.querySelectorAll("div.msg.assistant img, div.msg.assistant a").length`); n != 0 {
 		t.Errorf("%d elements made from the model's markup", n)
 	}
+	// A line of 20,000 openers is shown whole as text (the rules' time is quadratic in such a line); a short line
+	// keeps its emphasis.
+	got := eval[[]int](t, tctx, `["**bold** x", "**bold** " + "[".repeat(20000)].map(s => {
+		const d = document.createElement("div"); const m = new Markdown(d); m.push(s); m.finish();
+		return d.querySelectorAll("strong").length * 1000000 + d.textContent.length; })`)
+	if len(got) != 2 || got[0] != 1000000+len("bold x") || got[1] != len("**bold** ")+20000 {
+		t.Errorf("strong elements ×10⁶ + text length: %v, want [%d %d]", got, 1000000+len("bold x"), len("**bold** ")+20000)
+	}
 }
 
 // TestPageOnAPhoneInDarkMode uses the page at 390 px in dark mode with a real SQLite store: the chat list is
