@@ -97,7 +97,7 @@ func TestInvalidFilesNameTheProblem(t *testing.T) {
 		{"allow_shell launcher", "name: a\nmodel: {endpoint: http://x}\nallow_shell: [ls, env]\n", "a.yaml:3:1: run_shell — env runs the program its arguments name"},
 		{"allow_protected typo", "name: a\nmodel: {endpoint: http://x}\nallow_protected: [.gti]\n", `a.yaml:3:1: allow protected ".gti" — not a protected name`},
 		{"mcp url not http", "name: a\nmodel: {endpoint: http://x}\nmcp:\n  - {name: fs, url: 'ftp://h'}\n", "a.yaml:4:5: mcp fs: url \"ftp://h\" is not http(s) — give"},
-		{"tool typo", "name: a\nmodel: {endpoint: http://x}\ntools: [list_dir, read_fiel]\n", `a.yaml:3:1: no built-in tool "read_fiel" — choose from`},
+		{"tool typo", "name: a\nmodel: {endpoint: http://x}\ntools: [list_dir, read_fiel]\n", `a.yaml:3:1: no built-in tool "read_fiel" (did you mean read_file?) — choose from`},
 		{"run_shell not allowed", "name: a\nmodel: {endpoint: http://x}\ntools: [run_shell]\n", "a.yaml:3:1: run_shell runs only the commands it is allowed"},
 		{"fetch_url not allowed", "name: a\nmodel: {endpoint: http://x}\ntools: [fetch_url]\n", "a.yaml:3:1: fetch_url reaches the network only when allowed"},
 		{"not yaml", "name: [\n", "a.yaml:1:1: not valid YAML: did not find expected node content — check the indentation"},

@@ -484,15 +484,15 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 		}},
 		{"a misspelled tool", func(t *testing.T) {
 			f.everywhere(t, []string{"ask", "chat", "web", "mcp"}, []string{"--model", f.chat, "--tools", "list_dri"}, -1,
-				"list_dri", "list_dir")
+				`"list_dri" (did you mean list_dir?)`)
 			agent := "name: t\nprompt: hello\ntools: [list_dri]\n"
 			t.Run("run", func(t *testing.T) {
 				args, _ := f.command(t, "run", agent)
-				f.visor(t, nil, "", args...).expect(t, 1, "agent.yaml:3", `"list_dri"`, "list_dir")
+				f.visor(t, nil, "", args...).expect(t, 1, "agent.yaml:3", `"list_dri" (did you mean list_dir?)`)
 			})
 			t.Run("validate", func(t *testing.T) {
 				p := f.file("typo/agent.yaml", agent)
-				f.visor(t, nil, "", "validate", p).expect(t, 1, p+":3", `"list_dri"`, "list_dir")
+				f.visor(t, nil, "", "validate", p).expect(t, 1, p+":3", `"list_dri" (did you mean list_dir?)`)
 			})
 		}},
 		{"a missing step image passes validate but not run", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/visorhq/visor/internal/typo"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
@@ -99,7 +100,11 @@ func (o Options) Check(store bool) error {
 		default:
 			all := append(o.allBuiltins(), memory.SearchToolName)
 			slices.Sort(all)
-			errs = append(errs, &Problem{"tools", fmt.Errorf("no built-in tool %q: choose from %s", n, strings.Join(all, ", "))})
+			hint := ""
+			if near := typo.Nearest(n, all); near != "" {
+				hint = fmt.Sprintf(" (did you mean %s?)", near) // as a mistyped flag or command is told
+			}
+			errs = append(errs, &Problem{"tools", fmt.Errorf("no built-in tool %q%s: choose from %s", n, hint, strings.Join(all, ", "))})
 		}
 	}
 	return errors.Join(errs...)

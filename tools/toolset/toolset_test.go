@@ -22,7 +22,7 @@ func TestCheckAndOpenAgree(t *testing.T) {
 		{"fetch allowed", Options{Names: []string{"fetch_url,list_dir"}, AllowFetch: true}, ""},
 		{"shell not allowed", Options{Names: []string{"run_shell"}}, "--allow-shell"},
 		{"fetch not allowed", Options{Names: []string{"fetch_url"}}, "--allow-fetch"},
-		{"typo", Options{Names: []string{"list_dri"}}, `no built-in tool "list_dri": choose from fetch_url, list_dir`},
+		{"typo", Options{Names: []string{"list_dri"}}, `no built-in tool "list_dri" (did you mean list_dir?): choose from fetch_url, list_dir`},
 		{"search without a store", Options{Names: []string{"session_search"}}, "--no-store"},
 		{"shell path", Options{Names: []string{"run_shell"}, Shell: []string{"/bin/ls"}}, "not a program name"},
 	} {
