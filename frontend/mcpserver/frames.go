@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/tidwall/gjson"
@@ -154,8 +156,13 @@ func badID(msg []byte) string {
 
 // screenIDs wraps the streamable HTTP handler so a POST body whose message (or batch element) has an id the SDK
 // would answer under another id is refused with a JSON-RPC error naming it, as stdio frames are.
-func screenIDs(next http.Handler) http.Handler {
+func screenIDs(next http.Handler, idle time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			nf := &sessionNotFound{ResponseWriter: w, id: id, idle: idle}
+			defer nf.finish()
+			w = nf
+		}
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
@@ -186,6 +193,54 @@ func screenIDs(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sessionNotFound rewrites the SDK's plain "session not found" (an Mcp-Session-Id it does not hold) into an
+// error that says why a session goes and what to send instead; every other answer passes through.
+type sessionNotFound struct {
+	http.ResponseWriter
+	id   string
+	idle time.Duration
+	held bool // a plain-text 404 whose body is being read
+	body bytes.Buffer
+}
+
+func (w *sessionNotFound) WriteHeader(code int) {
+	if code == http.StatusNotFound && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.held = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sessionNotFound) Write(p []byte) (int, error) {
+	if w.held {
+		return w.body.Write(p)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush keeps the SDK's event streams flowing through the wrapper.
+func (w *sessionNotFound) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.held {
+		f.Flush()
+	}
+}
+
+func (w *sessionNotFound) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *sessionNotFound) finish() {
+	if !w.held {
+		return
+	}
+	if strings.TrimSpace(w.body.String()) == "session not found" {
+		httpguard.Error(w.ResponseWriter, http.StatusNotFound, "MCP session %.40q is not one this server holds (a "+
+			"session ends after %s without a request, on DELETE, or when the server restarts): send \"initialize\" "+
+			"again without an Mcp-Session-Id header", w.id, w.idle)
+		return
+	}
+	w.ResponseWriter.WriteHeader(http.StatusNotFound)
+	_, _ = w.ResponseWriter.Write(w.body.Bytes())
 }
 
 func jsonText(v any) string {

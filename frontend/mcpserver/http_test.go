@@ -63,7 +63,7 @@ func rawPost(t *testing.T, url string, hdr map[string]string, body string) (int,
 
 // TestStreamableHTTPRefusesIDsItCannotAnswer: over HTTP as over stdio, a request whose id the SDK would answer
 // under another id (1.5 as 1, 2^64 as -2^63) or not at all (null) gets a JSON-RPC error that names the id; a
-// batch names its element; a good id is answered.
+// batch names its element; a good id is answered; an unknown session says how to get a new one.
 func TestStreamableHTTPRefusesIDsItCannotAnswer(t *testing.T) {
 	s, err := mcpserver.New(mcpserver.Config{Sessions: testkit.FakeService(t, echoRunner{}, nil)})
 	if err != nil {
@@ -85,6 +85,12 @@ func TestStreamableHTTPRefusesIDsItCannotAnswer(t *testing.T) {
 		if status != c.status || !strings.Contains(body, c.want) {
 			t.Errorf("%s: %d %s, want %d with %q", c.body, status, body, c.status, c.want)
 		}
+	}
+	// A session id the server does not hold (expired, deleted, from before a restart) says what to do.
+	status, body := rawPost(t, url, map[string]string{"Mcp-Session-Id": "GONE42"}, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	if status != 404 || !strings.Contains(body, `MCP session \"GONE42\" is not one this server holds`) ||
+		!strings.Contains(body, `send \"initialize\" again without an Mcp-Session-Id header`) {
+		t.Errorf("unknown session: %d %s", status, body)
 	}
 }
 

@@ -41,7 +41,7 @@ func (s *Server) Handler() http.Handler {
 			// away must not grow the server for ever.
 			SessionTimeout: s.cfg.HTTPSessionIdle,
 			// The guard checks Host (for every listener, not only loopback ones) with a message that says what to do.
-			DisableLocalhostProtection: true})))
+			DisableLocalhostProtection: true}), s.cfg.HTTPSessionIdle))
 }
 
 // ListenAndServe serves streamable HTTP at http://ADDR/mcp until ctx ends. addr must be a loopback address
