@@ -74,4 +74,4 @@ report=$(mktemp -d)/testreport
 trap 'rm -rf "$(dirname "$report")"' EXIT
 progress "test.sh: building the test reporter …" go build -o "$report" ./internal/testreport
 echo "test.sh: building and running every test (cold: ~15 min on two cores; warm: ~5 min) …" >&2
-go test -json -count=1 -timeout 20m "$@" ./... | "$report"
+go test -json -count=1 -timeout 45m "$@" ./... | "$report"

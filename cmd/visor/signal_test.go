@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -43,7 +45,12 @@ func TestMain(m *testing.M) {
 	os.Setenv("XDG_CONFIG_HOME", cfgDir)
 	// The tests start many servers at once on few cores: llama.cpp's polling workers would spin against each other.
 	os.Setenv("VISOR_SERVER_ARGS", "--poll 0")
+	flag.Parse()
+	// The untagged build recompiles SQLite's C and every package above it: minutes on a cold, busy machine.
+	// Started now, it runs beside the package's other tests instead of after them.
+	plain := startPlainBuild()
 	code := m.Run()
+	plain.cleanup()
 	os.RemoveAll(cfgDir)
 	os.Exit(code)
 }
@@ -179,13 +186,9 @@ func TestAskUsesAnMCPServersTools(t *testing.T) {
 // work in it. The scripts and CI build with -tags sqlite_fts5 (scripts/cgo-flags.sh); this test binary then
 // builds a copy of itself without tags and runs the test in that.
 func TestPlainBuildSearchesSessions(t *testing.T) {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-tags" && s.Value != "" {
-				plainBuildSearch(t)
-				return
-			}
-		}
+	if taggedBuild() {
+		plainBuildSearch(t)
+		return
 	}
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "v.db")
@@ -219,23 +222,78 @@ func TestPlainBuildSearchesSessions(t *testing.T) {
 	}
 }
 
-// plainBuildSearch builds this package's tests without build tags and runs TestPlainBuildSearchesSessions there.
-func plainBuildSearch(t *testing.T) {
+// plainBuilt is the untagged copy of this package's tests that TestMain starts building when the build has tags
+// and TestPlainBuildSearchesSessions is to run.
+type plainBuilt struct {
+	done chan struct{}
+	dir  string
+	bin  string
+	out  []byte
+	err  error
+	env  []string
+}
+
+var plainBuild *plainBuilt
+
+func startPlainBuild() *plainBuilt {
+	p := &plainBuilt{done: make(chan struct{})}
+	run := flag.Lookup("test.run").Value.String()
+	if ok, _ := regexp.MatchString(run, "TestPlainBuildSearchesSessions"); !ok || !taggedBuild() {
+		close(p.done)
+		return p
+	}
 	var flags []string
 	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
 		if !strings.HasPrefix(f, "-tags") && !strings.HasPrefix(f, "--tags") {
 			flags = append(flags, f)
 		}
 	}
-	env := append(os.Environ(), "GOFLAGS="+strings.Join(flags, " "))
-	bin := filepath.Join(t.TempDir(), "visor-plain.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, ".")
-	build.Env = env
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go test -c without tags: %v\n%s", err, out)
+	p.env = append(os.Environ(), "GOFLAGS="+strings.Join(flags, " "))
+	p.dir, p.err = os.MkdirTemp("", "visor-plain")
+	if p.err != nil {
+		close(p.done)
+		return p
 	}
-	run := exec.Command(bin, "-test.run", "^TestPlainBuildSearchesSessions$", "-test.v")
-	run.Env = env
+	p.bin = filepath.Join(p.dir, "visor-plain.test")
+	plainBuild = p
+	go func() {
+		defer close(p.done)
+		build := exec.Command("go", "test", "-c", "-o", p.bin, ".")
+		build.Env = p.env
+		p.out, p.err = build.CombinedOutput()
+	}()
+	return p
+}
+
+func (p *plainBuilt) cleanup() {
+	<-p.done
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+	}
+}
+
+func taggedBuild() bool {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" && s.Value != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// plainBuildSearch runs TestPlainBuildSearchesSessions in the untagged copy of this package's tests.
+func plainBuildSearch(t *testing.T) {
+	if plainBuild == nil {
+		t.Fatal("TestMain did not build the untagged copy of these tests")
+	}
+	<-plainBuild.done
+	if plainBuild.err != nil {
+		t.Fatalf("go test -c without tags: %v\n%s", plainBuild.err, plainBuild.out)
+	}
+	run := exec.Command(plainBuild.bin, "-test.run", "^TestPlainBuildSearchesSessions$", "-test.v")
+	run.Env = plainBuild.env
 	out, err := run.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestPlainBuildSearchesSessions") {
 		t.Fatalf("the plain build's search test: %v\n%s", err, out)
