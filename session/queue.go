@@ -26,6 +26,7 @@ import (
 // ticket is one turn in the engine queue.
 type ticket struct {
 	sess    *Session
+	id      string          // sess's id when it entered: the queue's logs and events name it off the session's lock
 	ctx     context.Context // the request's: it ending cancels the prefill
 	history []agent.Message
 	user    agent.Message
@@ -110,7 +111,9 @@ func (q *engineQueue) broadcastLocked() {
 // it waits, its images are prefilled when the scheduler agrees and the policy finds a slot. It returns ctx's
 // error if the request ends first; its prefill is canceled then.
 func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err error) {
-	t.ctx, t.slot = ctx, -1
+	// Compaction moves the session to its linked one under the session's lock, which the queue's other goroutines
+	// (the prefill, another session's turn starting it) do not take: the id is read once, here, under it.
+	t.ctx, t.slot, t.id = ctx, -1, t.sess.ID()
 	if len(t.user.Images) > 0 && !q.svc.cfg.NoPrefill {
 		// The scheduler is asked (and its decision stored) outside the queue's lock; what it sees of the queue
 		// may be a moment old.
@@ -223,7 +226,7 @@ func (q *engineQueue) kickLocked() {
 			return
 		}
 		t.ahead, t.done = aheadRunning, make(chan struct{})
-		q.svc.cfg.Logger.Info("prefilling a queued turn", "session", t.sess.id, "images", len(t.user.Images), "slot", t.slot, "why", why)
+		q.svc.cfg.Logger.Info("prefilling a queued turn", "session", t.id, "images", len(t.user.Images), "slot", t.slot, "why", why)
 		go q.prefill(t, t.slot, t.done)
 	}
 }
@@ -246,15 +249,15 @@ func (q *engineQueue) prefill(t *ticket, slot int, done chan struct{}) {
 	q.mu.Unlock()
 	switch {
 	case err == nil:
-		svc.cfg.Logger.Info("prefilled a queued turn", "session", t.sess.id, "images", len(t.user.Images), "slot", slot, "took", took)
-		svc.recordPrefill(t.sess.id, len(t.user.Images), took, tm, "queued")
+		svc.cfg.Logger.Info("prefilled a queued turn", "session", t.id, "images", len(t.user.Images), "slot", slot, "took", took)
+		svc.recordPrefill(t.id, len(t.user.Images), took, tm, "queued")
 		svc.observe(svc.evalSample(tm, svc.tokensOf(t.user.Images), svc.measuredTextRate()))
 		t.emit(agent.Notice{Text: fmt.Sprintf("waiting for the engine: the message's %d image(s) were evaluated ahead (%s)",
 			len(t.user.Images), took.Round(time.Millisecond))})
 	case t.ctx.Err() != nil:
-		svc.cfg.Logger.Info("queued prefill stopped: the request ended", "session", t.sess.id, "err", errors.Join(err, context.Cause(t.ctx)))
+		svc.cfg.Logger.Info("queued prefill stopped: the request ended", "session", t.id, "err", errors.Join(err, context.Cause(t.ctx)))
 	default:
-		svc.cfg.Logger.Warn("queued prefill failed; the images will be encoded with the request", "session", t.sess.id, "err", err)
+		svc.cfg.Logger.Warn("queued prefill failed; the images will be encoded with the request", "session", t.id, "err", err)
 	}
 }
 
@@ -288,7 +291,7 @@ func (svc *Service) planQueued(t *ticket, ahead int, carried string) bool {
 		default:
 			why = "no: the conductor warms the engine up at start"
 		}
-		svc.recordDecision(s.id, a, why)
+		svc.recordDecision(t.id, a, why)
 	}
 	return prefill
 }
