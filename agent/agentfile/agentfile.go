@@ -166,6 +166,9 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // most MaxFileSize bytes.
 func Load(path string) (Spec, error) {
 	b, err := safefile.ReadFile(path, MaxFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Spec{}, fmt.Errorf("agent file %s: no such file: give the path of an agent YAML file (the examples folder has some; visor schema agent prints its keys) (%w)", path, fs.ErrNotExist)
+	}
 	if err != nil {
 		return Spec{}, fmt.Errorf("agent file: %w", err)
 	}
