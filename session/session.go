@@ -293,6 +293,9 @@ func (s *Service) Open(ctx context.Context, o OpenOptions) (*Session, error) {
 	s.mu.Unlock()
 	full, err := st.ResolveSessionID(ctx, o.Resume)
 	if err != nil {
+		if errors.Is(err, memory.ErrNotFound) {
+			return nil, fmt.Errorf("session %q: %w", o.Resume, storeErr(err)) // the store's error names visor sessions list
+		}
 		return nil, fmt.Errorf("session %q: %w: list them with `visor sessions list`", o.Resume, storeErr(err))
 	}
 	s.mu.Lock()
