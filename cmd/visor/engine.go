@@ -23,6 +23,10 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// `visor engine instal` printed the engine and said nothing of the word it ignored.
+		return fmt.Errorf("visor engine: unknown argument %q: visor engine shows the engine, visor engine install [DIR] installs it", fs.Arg(0))
+	}
 	return launch.Describe(ctx, *server, *asJSON, stdout)
 }
 
