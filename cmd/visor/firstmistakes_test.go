@@ -605,6 +605,26 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 				t.Errorf("the hint is given %d times:\n%s", n, r.out)
 			}
 		}},
+		{"run of an agent file that does not exist", func(t *testing.T) {
+			f.visor(t, nil, "", "run", "/nope/agent.yaml").expect(t, 1, "agent file /nope/agent.yaml: no such file", "examples")
+		}},
+		{"--session of an unknown id", func(t *testing.T) {
+			db := f.storedDB(t, "resume-unknown")
+			for _, fe := range []string{"ask", "chat"} {
+				args, stdin := f.command(t, fe, "", "--model", f.chat, "--plan", "off", "--db", db, "--session", "deadbeef")
+				r := f.visor(t, nil, stdin, args...)
+				r.expect(t, 1, `"deadbeef"`, "not found", "visor sessions list")
+				if n := strings.Count(r.out, "visor sessions list"); n != 1 {
+					t.Errorf("%s: the hint is given %d times:\n%s", fe, n, r.out)
+				}
+			}
+			if n := len(sessionsIn(t, db)); n != 1 {
+				t.Errorf("%d sessions after resuming an unknown one, want the one stored before", n)
+			}
+		}},
+		{"a word after visor engine", func(t *testing.T) {
+			f.visor(t, nil, "", "engine", "instal").expect(t, 1, `unknown argument "instal"`, "visor engine install")
+		}},
 		{"an unreadable database", func(t *testing.T) {
 			db := f.storedDB(t, "unreadable")
 			perms(t, db, 0o000)
