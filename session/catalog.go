@@ -24,11 +24,19 @@ type catalog interface {
 	ListSessions(ctx context.Context, f memory.SessionFilter) ([]memory.Session, error)
 }
 
-// Rename sets a stored session's title: one line, at most TitleRunes characters (longer is cut, with "…").
+// Rename sets a stored session's title: one line, at most TitleRunes characters (longer is cut, with "…"). A
+// title with a control or bidi-override character is refused (ErrBadInput), naming it: a person typing a title
+// types none, and one that holds them would show in the lists as other text than it is.
 func (s *Service) Rename(ctx context.Context, id, title string) (string, error) {
 	st := s.cfg.Store
 	if st == nil {
 		return "", fmt.Errorf("rename session %s: %w", id, ErrNoStore)
+	}
+	for i, r := range []rune(title) {
+		if titleHazard(r) {
+			return "", storeErr(fmt.Errorf("rename session %s: %w: the title has %U (a control or bidi-override character) at character %d: "+
+				"give one line of printable text", id, memory.ErrInvalidInput, r, i+1))
+		}
 	}
 	title = Title(title)
 	if title == "" {

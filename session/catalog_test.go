@@ -99,3 +99,48 @@ func TestRenameDeleteSearchAndExplanations(t *testing.T) {
 		}
 	}
 }
+
+// TestTitlesAreOnePrintableLine renames a stored session (real SQLite) to titles that would spoof how the web
+// page's list and the terminal's picker show it — NUL, an escape sequence, bidi overrides and isolates — and
+// gets each refused as bad input naming the character, the stored title left as it was; a session titled from
+// its first message drops those characters instead, since the message is the user's to write.
+func TestTitlesAreOnePrintableLine(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	svc := testkit.FakeService(t, explainingAgent{answer: "ok"}, func(c *session.Config) { c.Store = st })
+	sess, err := svc.Open(ctx, session.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if _, err := sess.Turn(ctx, "\x1b[2J\x1b[31mwhat\x00 is\u202e fdp.exe\u2066 this?\x7f\u0085\u009b", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	id := sess.ID()
+	row, err := st.Session(ctx, id)
+	if want := "[2J[31mwhat is fdp.exe this?"; err != nil || row.Title != want {
+		t.Fatalf("titled from the first message: %q %v, want %q", row.Title, err, want)
+	}
+	for in, char := range map[string]string{
+		"a\x00b":                  "U+0000 (a control or bidi-override character) at character 2",
+		"\x1b[2Jcleared":          "U+001B",
+		"bell\a":                  "U+0007",
+		"csi \u009b2J":            "U+009B",
+		"invoice\u202efdp.exe":    "U+202E",
+		"\u202aembedded":          "U+202A",
+		"isolate \u2066x\u2069 y": "U+2066",
+		"pop \u2069":              "U+2069",
+	} {
+		_, err := svc.Rename(ctx, id, in)
+		if !errors.Is(err, session.ErrBadInput) || !strings.Contains(err.Error(), char) || !strings.Contains(err.Error(), "one line of printable text") {
+			t.Errorf("rename to %q: %v, want bad input naming %s and the fix", in, err, char)
+		}
+	}
+	if after, _ := st.Session(ctx, id); after.Title != row.Title {
+		t.Errorf("after the refused renames the stored title is %q, want %q", after.Title, row.Title)
+	}
+	// Right-to-left text itself, emoji joiners and white space stay: they show as they are.
+	if got, err := svc.Rename(ctx, id, "שלום\tworld 👨‍👩‍👧\n"); err != nil || got != "שלום world 👨‍👩‍👧" {
+		t.Errorf("rename to Hebrew, a tab and a family emoji: %q %v", got, err)
+	}
+}

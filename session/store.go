@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/internal/textcut"
@@ -25,8 +27,25 @@ const TitleRunes = 60
 // maxHeldEvents bounds the engine events a session not yet stored keeps for its row; older ones go first.
 const maxHeldEvents = 256
 
-// Title is the title a session gets from its first message's text: one line of at most TitleRunes characters.
-func Title(text string) string { return textcut.Line(text, TitleRunes) }
+// Title is the title a session gets from its first message's text: one line of at most TitleRunes printable
+// characters. The message is the user's to write, so what a title cannot hold (titleHazard) is dropped, not
+// refused.
+func Title(text string) string {
+	return textcut.Line(strings.Map(func(r rune) rune {
+		if titleHazard(r) {
+			return -1
+		}
+		return r
+	}, text), TitleRunes)
+}
+
+// titleHazard reports a character a title must not hold, since the web page's list and the terminal's picker
+// show titles as they are: a control character (NUL, ESC: a terminal runs what follows it) or a bidi embedding,
+// override or isolate (U+202A–U+202E, U+2066–U+2069), which shows the rest of the line in another order than
+// it has ("invoice\u202Efdp.exe" reads "invoiceexe.pdf"). White space, newlines too, is folded to a space.
+func titleHazard(r rune) bool {
+	return unicode.IsControl(r) && !unicode.IsSpace(r) || r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069
+}
 
 // newSessionID makes a session id in the store's form (16 hex digits, random), chosen before the row exists
 // so the session has its id from the start.

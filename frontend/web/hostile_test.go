@@ -85,6 +85,8 @@ func TestHostileRequestsGetClearAnswers(t *testing.T) {
 		{"PATCH", base, `{"title": "a"} {"title": "b"}`, 400, "more follows"},
 		{"PATCH", base, `{"title": "` + strings.Repeat("t", 5000) + `"}`, 413, "over 4 KiB"},
 		{"PATCH", base, `{"title": " "}`, 400, "at least one visible character"},
+		{"PATCH", base, `{"title": "\u001b[2Jcleared"}`, 400, "the title has U+001B (a control or bidi-override character) at character 1"},
+		{"PATCH", base, `{"title": "invoice\u202efdp.exe"}`, 400, "U+202E"},
 		{"PATCH", hs.URL + "/api/sessions/" + long, `{"title": "x"}`, 404, "10000-byte id"},
 		{"PATCH", hs.URL + "/api/sessions/..%2f..", `{"title": "x"}`, 404, `no such session`},
 		{"DELETE", hs.URL + "/api/sessions/..%2f..%2fv.db", "", 404, "no such session"},
