@@ -27,6 +27,22 @@ extra_pkgs=(${VISOR_ENGINE_EXTRA_PKGS:-})
 
 fail() { echo "install-engine: $*" >&2; exit 1; }
 say() { echo "install-engine: $*"; }
+# ticking LOG MSG CMD... runs CMD with its output in LOG and says MSG with the time taken every 20 s while it runs:
+# reading sid's package lists (tens of MB to fetch and index) took 70 s on a busy two-core machine, in silence.
+ticking() {
+  local log=$1 msg=$2 start=$SECONDS next=20 pid
+  shift 2
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if (( SECONDS - start >= next )); then
+      say "  … $msg ($(( SECONDS - start )) s)"
+      next=$(( next + 20 ))
+    fi
+  done
+  wait "$pid"
+}
 wrapper="$dir/bin/llama-server"
 
 # Which GPU backend to install.
@@ -138,10 +154,10 @@ else
   [ "$(id -u)" = 0 ] || aptopts+=(-o APT::Sandbox::User="$(id -un)")
 
   say "reading Debian sid package lists ..."
-  if ! apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1; then
+  if ! ticking "$dir/apt/update.log" "still reading the package lists" apt-get "${aptopts[@]}" -qq update; then
     # A run killed mid-update leaves partial lists that make the next update fail; start those lists afresh once.
     rm -rf "$dir/apt/lists" && mkdir -p "$dir/apt/lists/partial"
-    apt-get "${aptopts[@]}" -qq update >"$dir/apt/update.log" 2>&1 ||
+    ticking "$dir/apt/update.log" "still reading the package lists" apt-get "${aptopts[@]}" -qq update ||
       fail "apt-get update of sid lists from $mirror failed (see $dir/apt/update.log); if that mirror has no sid, set VISOR_DEBIAN_MIRROR"
   fi
 
@@ -180,10 +196,11 @@ else
     pkgs+=($(printf '%s\n' "${extra[@]}" | sort -u))
   fi
   say "downloading ${pkgs[*]} ..."
+  download_debs() { cd "$dir/debs" && apt-get "${aptopts[@]}" -qq download "${pkgs[@]}"; }
   rm -f "$dir/debs"/*.deb
   # A mirror hiccup should not fail a CI run: try the download three times before giving up.
   for try in 1 2 3; do
-    if (cd "$dir/debs" && apt-get "${aptopts[@]}" -qq download "${pkgs[@]}") >"$dir/apt/download.log" 2>&1; then
+    if ticking "$dir/apt/download.log" "still downloading" download_debs; then
       break
     fi
     [ "$try" = 3 ] && fail "apt-get download failed (see $dir/apt/download.log); package names in sid may have changed"
