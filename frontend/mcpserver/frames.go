@@ -23,6 +23,9 @@ import (
 // documented 20 MiB limit in base64 with room for the prompt.
 const MaxFrameBytes = httpguard.MaxBodyBytes
 
+// utf8BOM is U+FEFF in UTF-8.
+var utf8BOM = []byte("\uFEFF")
+
 // JSON-RPC 2.0 error codes for frames that never reach the SDK.
 const (
 	codeParseError     = -32700
@@ -41,7 +44,9 @@ func screenFrames(r io.Reader, forward, reply io.Writer, max int) error {
 			return err
 		}
 		// Trimmed: the SDK stops on anything but a line ending after the value, a space or a tab included.
-		frame := bytes.TrimSpace(line)
+		// A byte order mark first is skipped, as JSON readers that take files do: Windows PowerShell's pipes and
+		// "UTF-8 with BOM" files start with one, and encoding/json calls it "invalid character 'ï'".
+		frame := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(line), utf8BOM))
 		if len(frame) > 0 || tooLong {
 			if resp := checkFrame(n, frame, tooLong, max); resp != nil {
 				if _, werr := reply.Write(resp); werr != nil {

@@ -58,6 +58,18 @@ type stdio struct {
 
 func serveStdio(t *testing.T) *stdio {
 	t.Helper()
+	c := startStdio(t)
+	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if r := c.reply(); r.ID != "init" || r.Error != nil {
+		t.Fatalf("initialize: %+v", r)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return c
+}
+
+// startStdio is serveStdio before the client's first frame.
+func startStdio(t *testing.T) *stdio {
+	t.Helper()
 	s, err := mcpserver.New(mcpserver.Config{Sessions: testkit.FakeService(t, echoRunner{}, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +94,6 @@ func serveStdio(t *testing.T) *stdio {
 		}
 	}()
 	t.Cleanup(func() { inW.Close() })
-	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if r := c.reply(); r.ID != "init" || r.Error != nil {
-		t.Fatalf("initialize: %+v", r)
-	}
-	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return c
 }
 
@@ -178,6 +185,27 @@ func TestStdioAnswersMalformedFramesAndGoesOn(t *testing.T) {
 	if err := <-c.done; err != nil {
 		t.Fatalf("ServeIO after the client closed: %v", err)
 	}
+}
+
+// TestStdioSkipsAByteOrderMark starts a stdio session the way Windows PowerShell pipes one (its first line
+// begins with a UTF-8 byte order mark) and sends a later frame with one too: each is answered as if the mark
+// were not there, where the frame was refused as "invalid character 'ï'" and the client never initialized.
+func TestStdioSkipsAByteOrderMark(t *testing.T) {
+	c := startStdio(t)
+	c.send("\uFEFF" + `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pwsh","version":"1"}}}`)
+	if r := c.reply(); r.ID != "init" || r.Error != nil || !strings.Contains(string(r.Result), "protocolVersion") {
+		t.Fatalf("initialize after a byte order mark: %+v (error %+v)", r, r.Error)
+	}
+	c.send("\uFEFF" + `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c.send("\uFEFF " + `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if r := c.reply(); r.ID != float64(1) || r.Error != nil {
+		t.Fatalf("a ping after a byte order mark and a space: %+v (error %+v)", r, r.Error)
+	}
+	c.send("\uFEFFnot json")
+	if r := c.reply(); r.Error == nil || r.Error.Code != -32700 || strings.Contains(r.Error.Message, "ï") {
+		t.Errorf("not JSON after a byte order mark: %+v (error %+v), want a parse error about the frame, not the mark", r, r.Error)
+	}
+	c.alive(2)
 }
 
 // TestStdioFramesFitTheImageLimit sends an image of the documented 20 MiB limit (27 MiB of base64, over the
