@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/visorhq/visor/internal/typo"
 )
 
 // BuiltinConfig chooses which built-in tools exist and how far they may reach.
@@ -95,7 +97,11 @@ func Select(all []Tool, names ...string) ([]Tool, error) {
 			case n == RunShellName:
 				return nil, fmt.Errorf("tool %s is disabled; give it an allowlist of commands in the config first", n)
 			default:
-				return nil, fmt.Errorf("unknown tool %q (available: %s)", n, strings.Join(avail, ", "))
+				hint := ""
+				if near := typo.Nearest(n, avail); near != "" {
+					hint = fmt.Sprintf(" (did you mean %s?)", near) // as toolset and a mistyped flag say
+				}
+				return nil, fmt.Errorf("unknown tool %q%s (available: %s)", n, hint, strings.Join(avail, ", "))
 			}
 		}
 	}
