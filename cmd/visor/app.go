@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/config"
@@ -64,14 +62,12 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 	}()
 	if !t.noStore {
-		path, perr := storePath(t.db)
-		_, statErr := os.Stat(path)
-		if a.store, err = openStore(ctx, t.db); err != nil {
+		var made string
+		if a.store, made, err = memory.OpenPath(ctx, t.db); err != nil {
 			return a, err
 		}
-		if perr == nil && errors.Is(statErr, fs.ErrNotExist) {
-			// Said once, when it is made: a mistyped --db made a new folder and database without a word (issue 22).
-			fmt.Fprintf(stderr, "(new conversation database %s; --db names another, --no-store keeps none)\n", path)
+		if made != "" {
+			fmt.Fprintf(stderr, "(new conversation database %s; --db names another, --no-store keeps none)\n", made)
 		}
 		st := a.store
 		a.closers = append(a.closers, func() { _ = st.Close() })

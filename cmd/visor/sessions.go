@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 
-	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session/report"
 )
@@ -25,7 +22,7 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	store, err := openExistingStore(ctx, db)
+	store, err := memory.OpenExisting(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -59,49 +56,8 @@ func takeDB(args []string) (string, []string, error) {
 	return db, rest, nil
 }
 
-// openStore opens the conversation database, at path or the default location, creating it when missing (the
-// commands that store conversations). A path naming anything but a regular file (a FIFO, a device, a folder) is
-// refused with what it is.
+// openStore is memory.OpenPath (the commands that store; the gateway's --store).
 func openStore(ctx context.Context, path string) (*memory.Store, error) {
-	path, err := storePath(path)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := safefile.Check(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("--db: %w", err)
-	}
-	return memory.Open(ctx, path)
-}
-
-// openExistingStore opens the database for a command that reads what is stored (sessions, stats): a missing
-// database is an error naming the path, so a mistyped --db says so instead of creating folders and an empty
-// database that then lists nothing.
-func openExistingStore(ctx context.Context, path string) (*memory.Store, error) {
-	given := path != ""
-	path, err := storePath(path)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := safefile.Check(path); errors.Is(err, fs.ErrNotExist) {
-		if given {
-			return nil, fmt.Errorf("--db %s: no such database: check the path (visor ask, chat, web and the gateway's --store create one when they first store a conversation)", path)
-		}
-		return nil, fmt.Errorf("no conversations stored yet: %s does not exist (visor ask, chat and web create it; --db names another)", path)
-	} else if err != nil {
-		return nil, fmt.Errorf("--db: %w", err)
-	}
-	st, err := memory.Open(ctx, path)
-	if errors.Is(err, memory.ErrReadOnly) {
-		// A database this user may read but not write (issue 22: it failed even sessions list) is read as it is.
-		return memory.OpenWithOptions(ctx, path, memory.Options{ReadOnly: true})
-	}
+	st, _, err := memory.OpenPath(ctx, path)
 	return st, err
-}
-
-// storePath is the database path: path, or the default location when it is empty.
-func storePath(path string) (string, error) {
-	if path != "" {
-		return path, nil
-	}
-	return memory.DefaultPath()
 }

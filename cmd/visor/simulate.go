@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session/report"
 )
 
@@ -47,7 +48,7 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // storedCosts is --costs stored[:TEXT]: a cost model measured into the database.
 func storedCosts(ctx context.Context, db, arg string) (swap.Costs, error) {
-	store, err := openExistingStore(ctx, db)
+	store, err := memory.OpenExisting(ctx, db)
 	if err != nil {
 		return swap.Costs{}, fmt.Errorf("--costs %s: %w", arg, err)
 	}

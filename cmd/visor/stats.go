@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session/report"
 )
 
@@ -27,7 +28,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if len(pos) > 0 {
 			return fmt.Errorf("stats --costs: the cost models are per engine, not per session: drop %q", pos[0])
 		}
-		store, err := openExistingStore(ctx, *db)
+		store, err := memory.OpenExisting(ctx, *db)
 		if err != nil {
 			return err
 		}
@@ -41,7 +42,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) > 1 {
 		return fmt.Errorf("stats: one session at a time, got %d: visor stats [SESSION]", len(pos))
 	}
-	store, err := openExistingStore(ctx, *db)
+	store, err := memory.OpenExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
