@@ -402,3 +402,19 @@ func decodeChoice(c gjson.Result, cc *openai.ChatCompletionStreamChoice) error {
 	})
 	return err
 }
+
+// ParseStreamIdle reads VISOR_STREAM_IDLE's value v as the stream bound conductor.Config.StreamIdle takes: a
+// Go duration such as 90s or 10m, 0 for no bound (-1 there), "" for DefaultStreamIdle (0 there).
+func ParseStreamIdle(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("VISOR_STREAM_IDLE=%q: give a duration such as 90s or 10m (0: no bound)", v)
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	return d, nil
+}

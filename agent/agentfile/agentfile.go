@@ -27,6 +27,7 @@ import (
 	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/internal/yamlcheck"
+	"github.com/visorhq/visor/tools/mcp"
 	"github.com/visorhq/visor/tools/toolset"
 )
 
@@ -639,10 +640,21 @@ func (s *Spec) checkDisk(data []byte) error {
 	return nil
 }
 
-// ToolOptions are the tool settings of the file, for toolset.Open (MCP servers aside).
+// ToolOptions are the tool settings of the file, for toolset.Open, its MCP servers included.
 func (s Spec) ToolOptions() toolset.Options {
-	return toolset.Options{Names: s.Tools, Workspace: s.Workspace, AllowFetch: s.AllowFetch, Shell: s.AllowShell,
+	o := toolset.Options{Names: s.Tools, Workspace: s.Workspace, AllowFetch: s.AllowFetch, Shell: s.AllowShell,
 		ShellLaunchers: s.AllowShellLaunchers, AllowProtected: s.AllowProtected}
+	for _, m := range s.MCP {
+		sc := mcp.ServerConfig{Name: m.Name, URL: m.URL, Tools: m.Tools}
+		if len(m.Command) > 0 {
+			sc.Command, sc.Args = m.Command[0], m.Command[1:]
+		}
+		for k, v := range m.Env {
+			sc.Env = append(sc.Env, k+"="+v)
+		}
+		o.MCP = append(o.MCP, sc)
+	}
+	return o
 }
 
 // firstError is the first of joined errors: a file's problems are reported one at a time, at their line.

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/config"
+	"github.com/visorhq/visor/engine"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/swap"
@@ -71,8 +73,13 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 		st := a.store
 		a.closers = append(a.closers, func() { _ = st.Close() })
-		if err := t.resumeModel(ctx, st, set); err != nil {
-			return a, err
+		prof, err := session.ResumeProfile(ctx, st, t.session, set["model"] || set["endpoint"])
+		if err != nil {
+			return a, fmt.Errorf("--session %s: %w", t.session, err)
+		}
+		if name, m, ok := config.ParseProfile(prof); ok {
+			t.modelName = name // a resumed session brings its own model
+			config.ApplyModel(&t.engine, m, set)
 		}
 	}
 	t.modelFrom = cfg.FillDefaultModel(t.settings(), set)
@@ -119,7 +126,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 	}}
 	l.Configure(&ccfg)
-	if ccfg.StreamIdle, err = streamIdle(); err != nil {
+	if ccfg.StreamIdle, err = engine.ParseStreamIdle(os.Getenv("VISOR_STREAM_IDLE")); err != nil {
 		return a, err
 	}
 	a.cond = conductor.New(ccfg)
@@ -134,7 +141,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		EngineCosts: seen.Costs, ImageTokens: sizing.Tokens, Relauncher: a.cond,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format,
-			ImageWindow: sessionWindow(t.imageWindow)}}
+			ImageWindow: session.WindowOf(t.imageWindow)}}
 	if a.store != nil {
 		scfg.Store = a.store // only a real store: a nil *memory.Store in the interface would look like one
 		scfg.Costs = session.StoredCosts{Rows: a.store}
@@ -203,26 +210,6 @@ func (t turn) validate() error {
 // settings are what the config file may fill of t.
 func (t *turn) settings() config.Settings {
 	return config.Settings{Engine: &t.engine, ModelName: &t.modelName, Tools: &t.toolFlags.Options, DB: &t.db}
-}
-
-// resumeModel gives a resumed session the model it was stored with, when the command line names none.
-func (t *turn) resumeModel(ctx context.Context, store *memory.Store, set config.Set) error {
-	if t.session == "" || set["model"] || set["endpoint"] || store == nil {
-		return nil
-	}
-	id, err := store.ResolveSessionID(ctx, t.session)
-	if err != nil {
-		return fmt.Errorf("--session %s: %w", t.session, err)
-	}
-	sess, err := store.Session(ctx, id)
-	if err != nil {
-		return err
-	}
-	if name, m, ok := config.ParseProfile(sess.EngineProfile); ok {
-		t.modelName = name
-		config.ApplyModel(&t.engine, m, set)
-	}
-	return nil
 }
 
 // sessionLabel is what the session list and status lines show as the model: the config's name for it, or

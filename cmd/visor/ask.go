@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/engine/launch"
@@ -122,7 +121,9 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if question != "-" && termtext.IsTerminal(stdin) {
 			return &usageError{`ask: no question: visor ask "your question" (or pipe it: echo "your question" | visor ask)`}
 		}
-		if question, err = readPrompt(ctx, stdin); err != nil {
+		if question, err = term.ReadPrompt(ctx, stdin); errors.Is(err, term.ErrNoPrompt) {
+			return &usageError{err.Error()}
+		} else if err != nil {
 			return err
 		}
 	}
@@ -130,44 +131,6 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	t.question = question
 	t.images = images
 	return runTurn(ctx, t, stdout, stderr, logger)
-}
-
-// maxPromptBytes bounds a prompt read from stdin: more than any context holds, less than a mistaken pipe of a
-// disk image.
-const maxPromptBytes = 8 << 20
-
-// readPrompt reads a question from standard input. A pipe that never ends (a writer that hangs) must not keep
-// a Ctrl-C or SIGTERM from stopping visor: the read runs aside, and a canceled ctx returns at once. The goroutine
-// ends with the process, which is about to exit.
-func readPrompt(ctx context.Context, stdin io.Reader) (string, error) {
-	type read struct {
-		b   []byte
-		err error
-	}
-	done := make(chan read, 1)
-	go func() {
-		b, err := io.ReadAll(io.LimitReader(stdin, maxPromptBytes+1))
-		done <- read{b, err}
-	}()
-	var b []byte
-	var err error
-	select {
-	case r := <-done:
-		b, err = r.b, r.err
-	case <-ctx.Done():
-		return "", fmt.Errorf("ask: stopped while reading the question from standard input: %w", context.Cause(ctx))
-	}
-	if err != nil {
-		return "", fmt.Errorf("ask: read the question from standard input: %w", err)
-	}
-	if len(b) > maxPromptBytes {
-		return "", fmt.Errorf("ask: standard input holds more than %d MiB: pass a shorter question, or a file to a tool (--tools read_file)", maxPromptBytes>>20)
-	}
-	q := strings.TrimSpace(string(b))
-	if q == "" {
-		return "", &usageError{`ask: no question: standard input was empty; visor ask "your question"`}
-	}
-	return q, nil
 }
 
 // turn is one user request to an agent, from `visor ask` flags or an agent file.
@@ -244,14 +207,6 @@ type agentOptions struct {
 	imageWindow *agentfile.ImageWindow
 }
 
-// sessionWindow is the image window setting as the session service takes it.
-func sessionWindow(w *agentfile.ImageWindow) session.ImageWindow {
-	if w == nil {
-		return session.ImageWindow{}
-	}
-	return session.ImageWindow{Off: w.Off, Keep: w.Keep, Batch: w.Batch}
-}
-
 // registerExplain adds --explain, for the commands that print a turn as it goes (ask, chat, run).
 func (o *agentOptions) registerExplain(fs *flag.FlagSet) {
 	fs.BoolVar(&o.explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
@@ -271,21 +226,4 @@ func (t turn) printer(stdout, stderr io.Writer) *term.Printer {
 	p := term.NewPrinter(stdout, stderr, t.showReasoning)
 	p.Explain = t.explain
 	return p
-}
-
-// streamIdle is VISOR_STREAM_IDLE: how long a started answer may send nothing before it fails (a Go duration
-// such as 90s or 10m; 0 waits without bound; unset: engine.DefaultStreamIdle). conductor.Config takes it as is.
-func streamIdle() (time.Duration, error) {
-	v := os.Getenv("VISOR_STREAM_IDLE")
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("VISOR_STREAM_IDLE=%q: give a duration such as 90s or 10m (0: no bound)", v)
-	}
-	if d == 0 {
-		return -1, nil
-	}
-	return d, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/demo"
 	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools/toolset"
@@ -70,21 +71,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 		ef.Model, ef.Projector = chat, proj
 		fmt.Fprintf(stderr, "demo: no --model given; using visor's tiny generated model %s\n", chat)
 	}
-	ws, err := os.MkdirTemp("", "visor-demo-")
+	ws, err := demo.Workspace()
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return err
 	}
 	defer os.RemoveAll(ws)
-	for name, body := range map[string]string{"notes.txt": "buy milk\n", "plan.md": "# Plan\nship visor\n",
-		"src/main.go": "package main\n"} {
-		p := filepath.Join(ws, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-	}
 	t := turn{engine: ef, toolFlags: toolFlags{Options: toolset.Options{Names: []string{"list_dir"}, Workspace: ws}, format: "hermes"}, noStore: true,
 		agentName: "demo", question: *question, agentOptions: agentOptions{maxSteps: 4}}
 	a, err := openApp(ctx, t, stderr, logger)
@@ -103,17 +94,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	res, err := sess.Turn(ctx, *question, nil, p.Event)
 	p.Finish(res)
 	if err == nil && tiny {
-		fmt.Fprint(stderr, demoExplained)
+		fmt.Fprint(stderr, demo.Explained)
 	}
 	return err
 }
-
-// demoExplained follows the tiny model's answer: "Hi!" after a tool call says nothing on its own.
-const demoExplained = `
-demo: what happened: a real llama-server ran visor's tiny test model, which is wired to call list_dir and then
-      answer "Hi!". visor offered its tools, parsed the model's call, ran the real tool in the workspace and sent the
-      result back: that loop is the point, the words are not. With a real model:
-        VISOR_MODEL=~/models/your.gguf make demo
-        visor ask "What is in this folder?" --model ~/models/your.gguf --tools list_dir,read_file
-        visor chat --model M.gguf --mmproj mmproj.gguf     (screenshots: /image shot.png)
-`

@@ -18,7 +18,6 @@ import (
 	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
-	"github.com/visorhq/visor/tools/mcp"
 )
 
 // cmdRun is `visor run agent.yaml [prompt]`: the agent file gives the model, tools and limits; the command line
@@ -134,16 +133,6 @@ func applySpec(t *turn, s agentfile.Spec) error {
 	t.imageWindow = s.ImageWindow
 	if t.maxSteps == 0 {
 		t.maxSteps = 8
-	}
-	for _, m := range s.MCP {
-		sc := mcp.ServerConfig{Name: m.Name, URL: m.URL, Tools: m.Tools}
-		if len(m.Command) > 0 {
-			sc.Command, sc.Args = m.Command[0], m.Command[1:]
-		}
-		for k, v := range m.Env {
-			sc.Env = append(sc.Env, k+"="+v)
-		}
-		t.toolFlags.MCP = append(t.toolFlags.MCP, sc)
 	}
 	return nil
 }
