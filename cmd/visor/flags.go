@@ -1,21 +1,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"fmt"
-	"io"
-	"runtime/debug"
-	"strings"
 
-	"github.com/visorhq/visor/frontend/term"
-	"github.com/visorhq/visor/internal/typo"
+	"github.com/visorhq/visor/internal/cliflag"
 )
 
 // usageError is a command line visor cannot run: it exits 2 with one line naming the fix, not the whole usage.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
+type usageError = cliflag.UsageError
 
 // parseFlags parses args into fs with one-line errors: an unknown flag names the nearest defined one, -h prints
 // the flags on fs's output (stdout) and returns flag.ErrHelp, which exits 0.
@@ -43,89 +35,15 @@ var synopses = map[string]string{
 
 // parseFlagsUsage is parseFlags for a command with its own usage text, which -h prints instead of the flags.
 func parseFlagsUsage(fs *flag.FlagSet, args []string, usage func()) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard) // the flag package would print the error and every flag (45 lines) to stderr
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		if usage != nil {
-			usage()
-			return flag.ErrHelp
-		}
-		syn, ok := synopses[fs.Name()]
-		if !ok {
-			syn = fs.Name() + " [flags]"
-		}
-		fmt.Fprintf(out, "usage: visor %s\n\nflags:\n", syn)
-		fs.PrintDefaults()
-		return flag.ErrHelp
-	}
-	return flagError(fs, err)
+	return cliflag.Parse(fs, args, synopses[fs.Name()], usage)
 }
 
-// flagError turns the flag package's error into one line with the fix.
-func flagError(fs *flag.FlagSet, err error) error {
-	msg := err.Error()
-	cmd := strings.TrimPrefix(fs.Name(), "visor ")
-	const undefined = "flag provided but not defined: -"
-	if name, ok := strings.CutPrefix(msg, undefined); ok {
-		if near := nearestFlag(fs, name); near != "" {
-			return &usageError{fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)}
-		}
-		return &usageError{fmt.Sprintf("unknown flag --%s (visor %s -h lists the flags)", name, cmd)}
-	}
-	return &usageError{fmt.Sprintf("%s: %s (visor %s -h lists the flags)", cmd, msg, cmd)}
+// parseInterleaved lets flags follow positional arguments (visor ask "q" --image x.png).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	return cliflag.Interleaved(fs, args, parseFlags)
 }
 
-// isHelp says whether arg asks for help.
-func isHelp(arg string) bool {
-	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
-}
+// listFlag collects a repeatable flag.
+type listFlag = cliflag.List
 
-// nearestFlag is the defined flag closest to name by edit distance, if it is close enough to be a typo.
-func nearestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", 1<<30
-	fs.VisitAll(func(f *flag.Flag) {
-		d := typo.Distance(name, f.Name)
-		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
-			d = min(d, 1)
-		}
-		if d < bestD || (d == bestD && f.Name < best) {
-			best, bestD = f.Name, d
-		}
-	})
-	if bestD <= max(2, len(name)/3) {
-		return best
-	}
-	return ""
-}
-
-// version is visor's module version and, for a build from a checkout, the commit.
-func version() string {
-	v := "(devel)"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev != "" {
-		v += " " + term.ShortID(rev) + dirty
-	}
-	return v + " " + bi.GoVersion
-}
+func isHelp(arg string) bool { return cliflag.IsHelp(arg) }

@@ -9,11 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
+	"github.com/visorhq/visor/internal/buildinfo"
+	"github.com/visorhq/visor/internal/sigstop"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/typo"
 )
@@ -46,7 +45,7 @@ $XDG_CONFIG_HOME/visor/config.yaml (~/.config/visor/config.yaml; see examples/co
 `
 
 func main() {
-	ctx, stop := stopOnSignal()
+	ctx, stop := sigstop.OnSignal()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var ue *usageError
@@ -68,7 +67,7 @@ var commands = []string{"ask", "chat", "web", "run", "validate", "mcp", "demo", 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return &usageError{"no command given (visor help lists the commands)"}
+		return &usageError{Msg: "no command given (visor help lists the commands)"}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	switch args[0] {
@@ -110,13 +109,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "--version", "-version", "-v":
-		fmt.Fprintln(stdout, "visor", version())
+		fmt.Fprintln(stdout, "visor", buildinfo.Version())
 		return nil
 	}
 	if near := typo.Nearest(strings.TrimLeft(args[0], "-"), commands); near != "" {
-		return &usageError{fmt.Sprintf("unknown command %q (did you mean %q? visor help lists the commands)", args[0], near)}
+		return &usageError{Msg: fmt.Sprintf("unknown command %q (did you mean %q? visor help lists the commands)", args[0], near)}
 	}
-	return &usageError{fmt.Sprintf("unknown command %q (visor help lists the commands)", args[0])}
+	return &usageError{Msg: fmt.Sprintf("unknown command %q (visor help lists the commands)", args[0])}
 }
 
 func logLevel() slog.Level {
@@ -124,54 +123,4 @@ func logLevel() slog.Level {
 		return slog.LevelDebug
 	}
 	return slog.LevelWarn
-}
-
-// parseInterleaved lets flags follow positional arguments (visor ask "q" --image x.png), which the flag package
-// alone does not.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-// listFlag collects a repeatable flag.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error {
-	*l = append(*l, v)
-	return nil
-}
-
-// stopOnSignal cancels the context on the first Ctrl-C or SIGTERM, so a turn ends cleanly and is stored; a second
-// signal, or a clean stop that takes longer than 20 seconds, ends the process at once: nothing may leave visor
-// unkillable. (20 s lets a clean stop finish killing a llama-server that ignored SIGTERM, after its 10 s.)
-func stopOnSignal() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sigs:
-		case <-ctx.Done():
-			return
-		}
-		cancel()
-		select {
-		case <-sigs:
-			fmt.Fprintln(os.Stderr, "visor: stopped at once (second signal)")
-		case <-time.After(20 * time.Second):
-			fmt.Fprintln(os.Stderr, "visor: still stopping after 20 s; exiting now")
-		}
-		os.Exit(130)
-	}()
-	return ctx, func() { signal.Stop(sigs); cancel() }
 }
