@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +39,7 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		v    int
 	}{{"ctx", o.Ctx}, {"ubatch", o.UBatch}, {"parallel", o.Parallel}, {"draft-max", o.DraftMax}, {"max-image-pixels", o.MaxImagePixels}} {
 		if n.v < 0 {
-			return &usageError{fmt.Sprintf("plan: --%s %d: give a positive number, or 0 for the default", n.name, n.v)}
+			return &usageError{Msg: fmt.Sprintf("plan: --%s %d: give a positive number, or 0 for the default", n.name, n.v)}
 		}
 	}
 	if o.CacheK == "" {
@@ -49,22 +48,9 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if o.CacheV == "" {
 		o.CacheV = *cache
 	}
-	o.SwapSupported = launch.SwapSupported(ctx, *server)
-	// Without a GPU the useful answer is the plan for system RAM, where llama-server then runs.
-	o.CPUFallback = true
+	var names []string
 	if *devices != "" {
-		o.DeviceNames = strings.Split(*devices, ",")
-	} else {
-		o.DeviceNames = launch.DeviceNames(ctx, *server, o.GPU, vram.NVML{})
+		names = strings.Split(*devices, ",")
 	}
-	res, err := vram.PlanFiles(ctx, o)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return res.WriteTable(stdout)
+	return launch.WritePlan(ctx, o, *server, names, *asJSON, stdout)
 }

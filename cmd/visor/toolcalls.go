@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,25 +42,5 @@ func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 			return fmt.Errorf("--tools %s: %w", *toolsFile, err)
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(stdin, maxParseInput+1))
-	if err != nil {
-		return fmt.Errorf("read the model output from stdin: %w", err)
-	}
-	if len(data) > maxParseInput {
-		return fmt.Errorf("stdin holds more than %d MiB: give one assistant message", maxParseInput>>20)
-	}
-	rep, err := toolcall.Inspect(data, f, ts)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("write result: %w", err)
-	}
-	return nil
+	return toolcall.WriteInspection(stdin, f, ts, stdout)
 }
-
-// maxParseInput bounds what `visor toolcalls parse` reads from stdin.
-const maxParseInput = 64 << 20
