@@ -28,7 +28,6 @@ type app struct {
 	svc     *session.Service
 	cond    *conductor.Conductor
 	store   *memory.Store
-	limits  images.Limits
 	closers []func()
 	// turn is the request as run: the config file and a resumed session's model applied.
 	turn turn
@@ -92,15 +91,10 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		return a, err
 	}
 	a.turn = t
-	vision := session.VisionUnknown
+	vision := session.VisionOf(t.engine.Endpoint != "", t.engine.Projector != "")
 	var sizing launch.ImageSizing
-	if t.engine.Endpoint == "" {
-		vision = session.VisionNo
-		if t.engine.Projector != "" {
-			vision = session.VisionYes
-			sizing = launch.ProjectorSizing(t.engine.Projector, logger)
-			a.limits.Fit = sizing.Fit
-		}
+	if vision == session.VisionYes {
+		sizing = launch.ProjectorSizing(t.engine.Projector, logger)
 	}
 	var searcher memory.Searcher
 	if a.store != nil {
@@ -137,7 +131,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
 	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
 		EngineProfile: config.Profile(t.modelName, t.engine),
-		Logger:        logger, Images: a.limits, Scheduler: sched,
+		Logger:        logger, Images: images.Limits{Fit: sizing.Fit}, Scheduler: sched,
 		EngineCosts: seen.Costs, ImageTokens: sizing.Tokens, Relauncher: a.cond,
 		Agent: session.AgentConfig{Tools: reg, System: t.system, MaxSteps: t.maxSteps, MaxTokens: t.maxTokens,
 			ToolChoice: t.choice, Temperature: t.temperature, Raw: t.toolFlags.raw, Format: format,
@@ -171,11 +165,7 @@ func (a *app) ensureEngine(ctx context.Context) error {
 // every refusal. It needs no session, so images are refused before one is opened (a resumed one starts the
 // engine to evaluate its history).
 func (a *app) readImage(what, path string) (tools.Image, error) {
-	data, err := a.limits.Read(userpath.Expand(path))
-	if err != nil {
-		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
-	}
-	img, err := a.svc.CheckImage(data)
+	img, err := a.svc.ReadImage(path)
 	if err != nil {
 		return tools.Image{}, fmt.Errorf("%s: %w", what, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/frontend/term"
+	"github.com/visorhq/visor/internal/cliflag"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/session"
 	"github.com/visorhq/visor/tools"
@@ -46,11 +47,11 @@ type toolFlags struct {
 }
 
 func (t *toolFlags) register(fs *flag.FlagSet) {
-	fs.Var(commaList{&t.Names}, "tools", "comma-separated built-in tools to enable (e.g. list_dir,read_file)")
+	fs.Var((*cliflag.Comma)(&t.Names), "tools", "comma-separated built-in tools to enable (e.g. list_dir,read_file)")
 	fs.StringVar(&t.Workspace, "workspace", ".", "folder the file tools are confined to")
-	fs.Var(commaList{&t.Shell}, "allow-shell", "comma-separated commands run_shell may run (off when empty)")
-	fs.Var(commaList{&t.ShellLaunchers}, "allow-shell-launcher", "comma-separated programs run_shell may run although they run other programs (sh, env, python…): allows anything")
-	fs.Var(commaList{&t.AllowProtected}, "allow-protected", "comma-separated protected names the tools may write anyway (.git, .vscode, .envrc…; * for all)")
+	fs.Var((*cliflag.Comma)(&t.Shell), "allow-shell", "comma-separated commands run_shell may run (off when empty)")
+	fs.Var((*cliflag.Comma)(&t.ShellLaunchers), "allow-shell-launcher", "comma-separated programs run_shell may run although they run other programs (sh, env, python…): allows anything")
+	fs.Var((*cliflag.Comma)(&t.AllowProtected), "allow-protected", "comma-separated protected names the tools may write anyway (.git, .vscode, .envrc…; * for all)")
 	fs.BoolVar(&t.AllowFetch, "allow-fetch", false, "let fetch_url reach the network")
 	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
 	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes, qwen-xml, glm, gemma4 or mistral")
@@ -63,21 +64,6 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 			t.MCP = append(t.MCP, sc)
 			return nil
 		})
-}
-
-// commaList is a flag whose value is a comma-separated list (--tools a,b).
-type commaList struct{ list *[]string }
-
-func (c commaList) String() string {
-	if c.list == nil {
-		return ""
-	}
-	return strings.Join(*c.list, ",")
-}
-
-func (c commaList) Set(v string) error {
-	*c.list = toolset.Split(v)
-	return nil
 }
 
 // toolProblems names the flag each of the tool settings' problems is about.
@@ -119,10 +105,10 @@ func cmdAsk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		// `echo q | visor ask`: the question comes from a pipe or file; a terminal is never read, so a
 		// forgotten question fails at once instead of waiting for input nobody knows is wanted.
 		if question != "-" && termtext.IsTerminal(stdin) {
-			return &usageError{`ask: no question: visor ask "your question" (or pipe it: echo "your question" | visor ask)`}
+			return &usageError{Msg: `ask: no question: visor ask "your question" (or pipe it: echo "your question" | visor ask)`}
 		}
 		if question, err = term.ReadPrompt(ctx, stdin); errors.Is(err, term.ErrNoPrompt) {
-			return &usageError{err.Error()}
+			return &usageError{Msg: err.Error()}
 		} else if err != nil {
 			return err
 		}
@@ -186,11 +172,7 @@ func runTurn(ctx context.Context, t turn, stdout, stderr io.Writer, logger *slog
 		return err
 	}
 	defer sess.Close()
-	p := t.printer(stdout, stderr)
-	res, err := sess.Turn(ctx, t.question, imgs, p.Event)
-	p.Finish(res)
-	term.SayContinue(stderr, sess, "")
-	return err
+	return term.Ask(ctx, sess, t.question, imgs, stdout, stderr, t.show())
 }
 
 type agentOptions struct {
@@ -221,9 +203,5 @@ func (a *app) openSession(ctx context.Context, title string) (*session.Session, 
 	return sess, nil
 }
 
-// printer is the turn's printer as its flags set it up.
-func (t turn) printer(stdout, stderr io.Writer) *term.Printer {
-	p := term.NewPrinter(stdout, stderr, t.showReasoning)
-	p.Explain = t.explain
-	return p
-}
+// show is what the turn prints beside the answer, as its flags set it.
+func (t turn) show() term.Show { return term.Show{Reasoning: t.showReasoning, Explain: t.explain} }

@@ -47,12 +47,12 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if tty {
 		// A person at a terminal gets the full-screen chat; pipes keep the line protocol below.
-		b := tui.NewSessionBackend(a.svc, sess, a.limits, t.explain)
+		b := tui.NewSessionBackend(a.svc, sess, t.explain)
 		err := tui.Run(ctx, b, tui.Options{History: sess.History()})
 		term.SayContinue(stderr, b.Session(), "visor chat ")
 		b.Close()
 		return err
 	}
 	defer sess.Close()
-	return term.Chat(ctx, sess, stdin, stdout, stderr, term.ChatOptions{Limits: a.limits, ShowReasoning: t.showReasoning, Explain: t.explain})
+	return term.Chat(ctx, sess, stdin, stdout, stderr, t.show())
 }

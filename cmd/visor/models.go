@@ -29,11 +29,11 @@ func cmdModels(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) != 2 || args[0] != "write" {
 		fmt.Fprint(stderr, usage)
-		return &usageError{"models: expected: models write DIR"}
+		return &usageError{Msg: "models: expected: models write DIR"}
 	}
 	dir := args[1]
 	if strings.HasPrefix(dir, "-") {
-		return &usageError{fmt.Sprintf("models write: %q looks like a flag, not a folder: visor models write DIR", dir)}
+		return &usageError{Msg: fmt.Sprintf("models write: %q looks like a flag, not a folder: visor models write DIR", dir)}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("models: %w", err)
@@ -90,9 +90,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	defer sess.Close()
 	fmt.Fprintf(stderr, "demo: workspace %s\n", ws)
 	fmt.Fprintf(stdout, "> %s\n", *question)
-	p := term.NewPrinter(stdout, stderr, false)
-	res, err := sess.Turn(ctx, *question, nil, p.Event)
-	p.Finish(res)
+	err = term.Ask(ctx, sess, *question, nil, stdout, stderr, term.Show{}) // stores nothing: no "continue with"
 	if err == nil && tiny {
 		fmt.Fprint(stderr, demo.Explained)
 	}

@@ -10,13 +10,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/agent/agentfile"
 	"github.com/visorhq/visor/config"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/frontend/term"
 	"github.com/visorhq/visor/internal/safefile"
-	"github.com/visorhq/visor/internal/textcut"
 	"github.com/visorhq/visor/session"
 )
 
@@ -107,17 +105,7 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 		return err
 	}
 	defer sess.Close()
-	p := t.printer(stdout, stderr)
-	shown := -1
-	_, err = sess.Steps(ctx, steps, func(i int, ev agent.Event) {
-		if i != shown {
-			shown = i
-			fmt.Fprintf(stderr, "step %d/%d: %s\n", i+1, len(steps), textcut.Line(steps[i].Text, 100))
-		}
-		p.Event(ev)
-	}, func(_ int, res session.Result) { p.Finish(res) })
-	term.SayContinue(stderr, sess, "")
-	return err
+	return term.Steps(ctx, sess, steps, stdout, stderr, t.show())
 }
 
 // applySpec turns an agent file into the same settings `visor ask` takes from flags, so both paths run one code.

@@ -20,7 +20,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return &usageError{"validate: no files: visor validate agent.yaml… (config.yaml files are checked as the config)"}
+		return &usageError{Msg: "validate: no files: visor validate agent.yaml… (config.yaml files are checked as the config)"}
 	}
 	bad := 0
 	for _, path := range fs.Args() {
@@ -54,7 +54,7 @@ func cmdSchema(args []string, stdout io.Writer) error {
 	case len(args) == 1 && args[0] == "config":
 		b, err = config.Schema()
 	default:
-		return &usageError{"schema: say which: visor schema agent|config"}
+		return &usageError{Msg: "schema: say which: visor schema agent|config"}
 	}
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/typo"
-	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/session"
 )
 
@@ -23,17 +22,11 @@ const ChatHelp = `type a message and press Enter; commands:
   /quit         leave (Ctrl-D works too)
 `
 
-// ChatOptions set up the line chat: Limits bound an attached file; ShowReasoning and Explain are the printer's.
-type ChatOptions struct {
-	Limits                 images.Limits
-	ShowReasoning, Explain bool
-}
-
 // Chat is the line chat: one message or command per line from in, for scripts and pipes (a person at a terminal
 // gets frontend/tui). It ends at the end of in, on /quit or when ctx ends, and then says how to continue sess. A
 // failed turn is reported and the chat goes on.
-func Chat(ctx context.Context, sess *session.Session, in io.Reader, stdout, stderr io.Writer, o ChatOptions) error {
-	c := &chat{ctx: ctx, sess: sess, stdout: stdout, stderr: stderr, o: o}
+func Chat(ctx context.Context, sess *session.Session, in io.Reader, stdout, stderr io.Writer, show Show) error {
+	c := &chat{ctx: ctx, sess: sess, stdout: stdout, stderr: stderr, show: show}
 	fmt.Fprint(stderr, ChatHelp)
 	r := bufio.NewReader(in)
 	for {
@@ -96,7 +89,7 @@ type chat struct {
 	ctx            context.Context
 	sess           *session.Session
 	stdout, stderr io.Writer
-	o              ChatOptions
+	show           Show
 }
 
 // chatCommands are the line chat's slash commands, for the hint a typo of one gets.
@@ -135,7 +128,7 @@ func (c *chat) line(l string) error {
 
 // attach takes an image in and has the session encode it at once, in the background.
 func (c *chat) attach(path string) error {
-	data, err := c.o.Limits.Read(userpath.Expand(path))
+	data, err := c.sess.ReadImageFile(path)
 	if err != nil {
 		fmt.Fprintln(c.stderr, termtext.Clean(fmt.Sprintf("/image %s: %v", path, err)))
 		return nil
@@ -150,8 +143,7 @@ func (c *chat) attach(path string) error {
 }
 
 func (c *chat) send(text string) error {
-	p := NewPrinter(c.stdout, c.stderr, c.o.ShowReasoning)
-	p.Explain = c.o.Explain
+	p := c.show.printer(c.stdout, c.stderr)
 	res, err := c.sess.Turn(c.ctx, text, nil, p.Event)
 	p.Finish(res)
 	if err != nil && c.ctx.Err() == nil {

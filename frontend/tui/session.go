@@ -9,7 +9,6 @@ import (
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/images"
-	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/session"
 )
 
@@ -18,17 +17,16 @@ import (
 // status line's numbers, the title and the session list are the service's.
 type SessionBackend struct {
 	svc     *session.Service
-	limits  images.Limits
 	explain bool
 
 	mu   sync.Mutex
 	sess *session.Session
 }
 
-// NewSessionBackend chats in sess of svc, reading attached files under limits; explain shows the ahead-of-time
-// actions (agent.Explain), which are otherwise dropped.
-func NewSessionBackend(svc *session.Service, sess *session.Session, limits images.Limits, explain bool) *SessionBackend {
-	return &SessionBackend{svc: svc, limits: limits, explain: explain, sess: sess}
+// NewSessionBackend chats in sess of svc; explain shows the ahead-of-time actions (agent.Explain), which are
+// otherwise dropped.
+func NewSessionBackend(svc *session.Service, sess *session.Session, explain bool) *SessionBackend {
+	return &SessionBackend{svc: svc, explain: explain, sess: sess}
 }
 
 // Session is the session the chat is on now (/sessions may have switched it).
@@ -67,7 +65,7 @@ func (b *SessionBackend) Send(ctx context.Context, text string, emit func(agent.
 }
 
 func (b *SessionBackend) Attach(ctx context.Context, path string) (string, error) {
-	data, err := b.limits.Read(userpath.Expand(path))
+	data, err := b.svc.ReadImageFile(path)
 	if err != nil {
 		return "", fmt.Errorf("/image %s: %w", path, err)
 	}
