@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/config"
@@ -120,7 +121,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		}
 	}}
 	l.Configure(&ccfg)
-	if ccfg.StreamIdle, err = engine.ParseStreamIdle(os.Getenv("VISOR_STREAM_IDLE")); err != nil {
+	if ccfg.StreamIdle, err = streamIdle(); err != nil {
 		return a, err
 	}
 	a.cond = conductor.New(ccfg)
@@ -209,4 +210,10 @@ func sessionLabel(t turn) string {
 		return t.modelName
 	}
 	return t.engine.Label()
+}
+
+// streamIdle is VISOR_STREAM_IDLE's bound on a silent stream (engine.ParseStreamIdle), for the conductor and the
+// gateway.
+func streamIdle() (time.Duration, error) {
+	return engine.ParseStreamIdle(os.Getenv("VISOR_STREAM_IDLE"))
 }
