@@ -111,6 +111,15 @@ func Profile(name string, s launch.Spec) string {
 	return string(b)
 }
 
+// Label is what the session list and status lines show as the model: the config's name for it, or the file's
+// name, or the (redacted) endpoint.
+func Label(name string, s launch.Spec) string {
+	if name != "" {
+		return name
+	}
+	return s.Label()
+}
+
 // ParseProfile reads a stored profile; ok is false for sessions stored before they remembered their model.
 func ParseProfile(stored string) (name string, m Model, ok bool) {
 	var p profile

@@ -106,10 +106,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		return a, errors.Join(toolProblems(err)...)
 	}
 	a.closers = append(a.closers, closeTools)
-	format, err := toolcall.ParseFormat(t.toolFlags.format)
-	if err != nil {
-		return a, fmt.Errorf("--tool-format: %w", err)
-	}
+	format, _ := toolcall.ParseFormat(t.toolFlags.format) // validate refused a bad one
 	var svc *session.Service
 	seen := &session.LastLaunch{}
 	l := launch.New(t.engine, launch.Options{Out: stderr, Logger: logger, Reuse: true, OnStart: seen.Started})
@@ -130,7 +127,7 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	// The scheduler decides ahead of each request from the lookahead: with the engine's stored measurements,
 	// or the seed's (§9's on an H200) until it has some.
 	sched := &swap.Scheduler{Costs: swap.SeedCosts()}
-	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: sessionLabel(t),
+	scfg := session.Config{Engine: a.cond, Vision: vision, AgentName: t.agentName, Model: config.Label(t.modelName, t.engine),
 		EngineProfile: config.Profile(t.modelName, t.engine),
 		Logger:        logger, Images: images.Limits{Fit: sizing.Fit}, Scheduler: sched,
 		EngineCosts: seen.Costs, ImageTokens: sizing.Tokens, Relauncher: a.cond,
@@ -201,15 +198,6 @@ func (t turn) validate() error {
 // settings are what the config file may fill of t.
 func (t *turn) settings() config.Settings {
 	return config.Settings{Engine: &t.engine, ModelName: &t.modelName, Tools: &t.toolFlags.Options, DB: &t.db}
-}
-
-// sessionLabel is what the session list and status lines show as the model: the config's name for it, or
-// the file's name, or the (redacted) endpoint.
-func sessionLabel(t turn) string {
-	if t.modelName != "" {
-		return t.modelName
-	}
-	return t.engine.Label()
 }
 
 // streamIdle is VISOR_STREAM_IDLE's bound on a silent stream (engine.ParseStreamIdle), for the conductor and the

@@ -48,14 +48,5 @@ func cmdEngineInstall(ctx context.Context, args []string, stdout, stderr io.Writ
 	if fs.NArg() > 1 {
 		return fmt.Errorf("visor engine install takes at most one folder, got %q: usage: visor engine install [DIR]", fs.Args())
 	}
-	var env []string
-	for k, v := range map[string]string{"VISOR_ENGINE_GPU": *gpu, "VISOR_ENGINE_DEBS": *debs} {
-		if v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	if *force {
-		env = append(env, "VISOR_ENGINE_FORCE=1")
-	}
-	return install.Run(ctx, install.Options{Dir: fs.Arg(0), Env: env, Stdout: stdout, Stderr: stderr, Command: "visor engine install"})
+	return install.Run(ctx, install.Options{Dir: fs.Arg(0), GPU: *gpu, Debs: *debs, Force: *force, Stdout: stdout, Stderr: stderr, Command: "visor engine install"})
 }

@@ -21,7 +21,12 @@ var script []byte
 type Options struct {
 	// Dir is the engine folder; empty means the installer's default ($VISOR_ENGINE_DIR or ~/.cache/visor/engine).
 	Dir string
-	// Env is added to this process's environment (VISOR_ENGINE_GPU=vulkan, VISOR_ENGINE_FORCE=1, ...).
+	// GPU (VISOR_ENGINE_GPU: auto, vulkan, cuda or off), Debs (VISOR_ENGINE_DEBS: a folder of .deb files to
+	// install offline) and Force (VISOR_ENGINE_FORCE: reinstall a working engine) are the installer's settings;
+	// unset, its environment's or defaults hold.
+	GPU, Debs string
+	Force     bool
+	// Env is added to this process's environment, after the settings.
 	Env            []string
 	Stdout, Stderr io.Writer
 	// Command is how the user runs the installer, for the installer's own messages.
@@ -49,7 +54,16 @@ func Run(ctx context.Context, o Options) error {
 		args = append(args, o.Dir)
 	}
 	cmd := exec.CommandContext(ctx, bash, args...)
-	cmd.Env = append(os.Environ(), o.Env...)
+	cmd.Env = os.Environ()
+	for k, v := range map[string]string{"VISOR_ENGINE_GPU": o.GPU, "VISOR_ENGINE_DEBS": o.Debs} {
+		if v != "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	if o.Force {
+		cmd.Env = append(cmd.Env, "VISOR_ENGINE_FORCE=1")
+	}
+	cmd.Env = append(cmd.Env, o.Env...)
 	if o.Command != "" {
 		cmd.Env = append(cmd.Env, "VISOR_INSTALL_COMMAND="+o.Command)
 	}
