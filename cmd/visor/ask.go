@@ -55,15 +55,7 @@ func (t *toolFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.AllowFetch, "allow-fetch", false, "let fetch_url reach the network")
 	fs.BoolVar(&t.raw, "raw-tools", false, "render the tool prompt in visor and parse calls from text (for servers without tool templates)")
 	fs.StringVar(&t.format, "tool-format", "hermes", "tool-call syntax in raw mode: hermes, qwen-xml, glm, gemma4 or mistral")
-	fs.Func("mcp", `MCP server whose tools the agent may call: "name=command args…" (stdio) or "name=http://…" (repeatable)`,
-		func(v string) error {
-			sc, err := mcp.ParseServer(v)
-			if err != nil {
-				return err
-			}
-			t.MCP = append(t.MCP, sc)
-			return nil
-		})
+	fs.Var((*mcp.Servers)(&t.MCP), "mcp", `MCP server whose tools the agent may call: "name=command args…" (stdio) or "name=http://…" (repeatable)`)
 }
 
 // toolProblems names the flag each of the tool settings' problems is about.

@@ -34,8 +34,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	fs.StringVar(&mmproj, "mmproj", os.Getenv("VISOR_MMPROJ"), "vision projector for --model (env VISOR_MMPROJ)")
 	fs.StringVar(&endpoint, "endpoint", "", "run the agent on a running OpenAI-compatible server instead (URL)")
 	fs.StringVar(&t.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/visor/config.yaml or ~/.config/visor/config.yaml)")
-	var explain bool
-	fs.BoolVar(&explain, "explain", false, "print each ahead-of-time action (prefill, relaunch), why it was taken and its measured duration, and what each request did with its images")
+	t.registerExplain(fs) // applySpec leaves it
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -63,7 +62,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		// chosen for another model.
 		t.engine = launch.Spec{Model: model, Projector: mmproj, Endpoint: endpoint, Slots: 1, Plan: "auto", GPU: "auto"}
 	}
-	t.question, t.images, t.explain = prompt, images, explain
+	t.question, t.images = prompt, images
 	if prompt == "" {
 		// The file's steps, in one session; --image files go with the first.
 		t.question = spec.Steps[0].Prompt

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 
+	"github.com/visorhq/visor/internal/cliflag"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session/report"
 )
@@ -18,7 +17,7 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	db, rest, err := takeDB(args)
+	db, rest, err := cliflag.Take(args, "db", "a file path")
 	if err != nil {
 		return err
 	}
@@ -32,28 +31,6 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			rest[0], store.Path(), memory.ErrReadOnly)
 	}
 	return report.RunSessions(ctx, store, rest, stdout, parseFlagsUsage)
-}
-
-// takeDB removes --db PATH (or --db=PATH) from args.
-func takeDB(args []string) (string, []string, error) {
-	var db string
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--db" || a == "-db":
-			if i+1 >= len(args) {
-				return "", nil, fmt.Errorf("--db needs a file path")
-			}
-			db = args[i+1]
-			i++
-		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "-db="):
-			db = a[strings.Index(a, "=")+1:]
-		default:
-			rest = append(rest, a)
-		}
-	}
-	return db, rest, nil
 }
 
 // openStore is memory.OpenPath (the commands that store; the gateway's --store).

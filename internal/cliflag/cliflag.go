@@ -121,3 +121,24 @@ func (c *Comma) Set(v string) error {
 	}
 	return nil
 }
+
+// Take removes --NAME VALUE (or --NAME=VALUE, one dash or two) from args, for a command that hands the rest to
+// its subcommands' own flags; a --NAME without a value is an error saying it needs what.
+func Take(args []string, name, what string) (value string, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--"+name || a == "-"+name:
+			if i+1 >= len(args) {
+				return "", nil, fmt.Errorf("--%s needs %s", name, what)
+			}
+			value = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--"+name+"=") || strings.HasPrefix(a, "-"+name+"="):
+			value = a[strings.Index(a, "=")+1:]
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return value, rest, nil
+}

@@ -97,3 +97,22 @@ func splitWords(s string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// Servers is a repeatable flag of servers, each given as ParseServer reads it (--mcp "name=command args…").
+type Servers []ServerConfig
+
+func (s *Servers) String() string {
+	var names []string
+	for _, sc := range *s {
+		names = append(names, sc.Name)
+	}
+	return strings.Join(names, ",")
+}
+func (s *Servers) Set(v string) error {
+	sc, err := ParseServer(v)
+	if err != nil {
+		return err
+	}
+	*s = append(*s, sc)
+	return nil
+}
