@@ -46,3 +46,14 @@ func TestParseErrorsAreOneLineWithTheFix(t *testing.T) {
 		t.Errorf("-h: %v %q", err, b.String())
 	}
 }
+
+// TestTake: --NAME's value is taken wherever it stands, in either spelling; the rest keeps its order.
+func TestTake(t *testing.T) {
+	v, rest, err := Take([]string{"show", "--db", "a.db", "x", "-db=b.db", "--dbx"}, "db", "a file path")
+	if err != nil || v != "b.db" || !reflect.DeepEqual(rest, []string{"show", "x", "--dbx"}) {
+		t.Errorf("Take = %q %q %v", v, rest, err)
+	}
+	if _, _, err := Take([]string{"list", "--db"}, "db", "a file path"); err == nil || err.Error() != "--db needs a file path" {
+		t.Errorf("a --db without a value: %v", err)
+	}
+}
