@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -76,4 +77,32 @@ func FileKind(path string, data []byte) string {
 		return "config"
 	}
 	return "agent"
+}
+
+// LoadAgentFile is agentfile.Load, for `visor run`: a file that is one of visor's other YAML files is told what it
+// is and the command that reads it (a gateway models.yaml given to run was told "unknown key models — did you
+// mean model?", issue 22).
+func LoadAgentFile(path string) (agentfile.Spec, error) {
+	spec, err := agentfile.Load(path)
+	if err != nil {
+		return spec, notAnAgentFile(path, err)
+	}
+	return spec, nil
+}
+
+func notAnAgentFile(path string, err error) error {
+	if _, cerr := safefile.Check(path); cerr != nil {
+		return err // a FIFO or device is not read twice; Load's error says what it is
+	}
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return err
+	}
+	switch FileKind(path, data) {
+	case "gateway":
+		return fmt.Errorf("%s is a gateway models file, not an agent file: serve its models with visor gateway --config %s (an agent file has name:, prompt: or steps:)", path, path)
+	case "config":
+		return fmt.Errorf("%s is visor's config file, not an agent file: it gives every command its defaults (--config %s); an agent file has name:, prompt: or steps:", path, path)
+	}
+	return err
 }

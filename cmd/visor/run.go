@@ -14,7 +14,6 @@ import (
 	"github.com/visorhq/visor/config"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/frontend/term"
-	"github.com/visorhq/visor/internal/safefile"
 	"github.com/visorhq/visor/session"
 )
 
@@ -42,9 +41,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if len(pos) == 0 {
 		return errors.New(`run: no agent file: visor run agent.yaml ["prompt"]`)
 	}
-	spec, err := agentfile.Load(pos[0])
+	spec, err := config.LoadAgentFile(pos[0])
 	if err != nil {
-		return notAnAgentFile(pos[0], err)
+		return err
 	}
 	prompt := strings.Join(pos[1:], " ")
 	if prompt == "" {
@@ -122,23 +121,4 @@ func applySpec(t *turn, s agentfile.Spec) error {
 		t.maxSteps = 8
 	}
 	return nil
-}
-
-// notAnAgentFile is err, or, when the file is one of visor's other YAML files, what it is and the command that
-// reads it: a gateway models.yaml given to run was told "unknown key models — did you mean model?" (issue 22).
-func notAnAgentFile(path string, err error) error {
-	if _, cerr := safefile.Check(path); cerr != nil {
-		return err // a FIFO or device is not read twice; Load's error says what it is
-	}
-	data, rerr := os.ReadFile(path)
-	if rerr != nil {
-		return err
-	}
-	switch config.FileKind(path, data) {
-	case "gateway":
-		return fmt.Errorf("%s is a gateway models file, not an agent file: serve its models with visor gateway --config %s (an agent file has name:, prompt: or steps:)", path, path)
-	case "config":
-		return fmt.Errorf("%s is visor's config file, not an agent file: it gives every command its defaults (--config %s); an agent file has name:, prompt: or steps:", path, path)
-	}
-	return err
 }
