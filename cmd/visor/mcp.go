@@ -13,22 +13,14 @@ import (
 	"github.com/visorhq/visor/internal/httpguard"
 )
 
-const mcpUsage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
-
-Serves the agent as an MCP server with one tool, "ask" (prompt, images, session). Without --http it speaks
-MCP on stdin and stdout, as MCP clients expect of a command; with --http it serves streamable HTTP at
-http://ADDR/mcp, on a loopback address unless VISOR_SERVE_KEY is set (clients then send
-Authorization: Bearer KEY).
-`
-
 // cmdMCP runs `visor mcp serve`: the agent behind an MCP server, on stdio or streamable HTTP.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprint(stdout, mcpUsage)
+		fmt.Fprint(stdout, mcpserver.Usage)
 		return nil
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprint(stderr, mcpUsage)
+		fmt.Fprint(stderr, mcpserver.Usage)
 		return errors.New("mcp: want the subcommand serve: visor mcp serve [--http 127.0.0.1:PORT]")
 	}
 	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
@@ -38,7 +30,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio: loopback "+
 		"(127.0.0.1:PORT), or any with "+serveKeyEnv+" set")
 	toolName := fs.String("tool-name", "ask", "name of the MCP tool that runs the agent")
-	if err := parseFlagsUsage(fs, args[1:], func() { fmt.Fprint(stdout, mcpUsage, "\nflags:\n"); fs.PrintDefaults() }); err != nil {
+	if err := parseFlagsUsage(fs, args[1:], func() { fmt.Fprint(stdout, mcpserver.Usage, "\nflags:\n"); fs.PrintDefaults() }); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -26,10 +26,6 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer store.Close()
-	if store.ReadOnly() && len(rest) > 0 && (rest[0] == "rm" || rest[0] == "delete" || rest[0] == "fork") {
-		return fmt.Errorf("visor sessions %s: %s is read-only here (its file or folder is not writable): give yourself write access to it first: %w",
-			rest[0], store.Path(), memory.ErrReadOnly)
-	}
 	return report.RunSessions(ctx, store, rest, stdout, parseFlagsUsage)
 }
 

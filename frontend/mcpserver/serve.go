@@ -10,6 +10,15 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// Usage is `visor mcp serve -h`: what the server offers and how clients reach it.
+const Usage = `usage: visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf | --endpoint URL] [--tools a,b] [flags]
+
+Serves the agent as an MCP server with one tool, "ask" (prompt, images, session). Without --http it speaks
+MCP on stdin and stdout, as MCP clients expect of a command; with --http it serves streamable HTTP at
+http://ADDR/mcp, on a loopback address unless VISOR_SERVE_KEY is set (clients then send
+Authorization: Bearer KEY).
+`
+
 // ServeIO serves one client over newline-delimited JSON on r and w (stdin and stdout for `visor mcp serve`)
 // until the client closes r or ctx ends. Each line is checked before the SDK reads it: a malformed frame is
 // answered with a JSON-RPC error (-32700 or -32600) and the server goes on, where the SDK alone would stop.

@@ -44,6 +44,10 @@ func RunSessions(ctx context.Context, store *memory.Store, args []string, stdout
 		return fmt.Errorf("visor sessions: missing command: %w", memory.ErrInvalidInput)
 	}
 	cmd, rest := args[0], args[1:]
+	if store.ReadOnly() && (cmd == "rm" || cmd == "delete" || cmd == "fork") {
+		return fmt.Errorf("visor sessions %s: %s is read-only here (its file or folder is not writable): give yourself write access to it first: %w",
+			cmd, store.Path(), memory.ErrReadOnly)
+	}
 	fs := flag.NewFlagSet("visor sessions "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() { io.WriteString(stdout, SessionsUsage) }
