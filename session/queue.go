@@ -152,7 +152,16 @@ func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			// Out of the waiting list and its prefill read in one hold of the lock: between two, a kick could
+			// start a prefill whose failure gives back the slot this then gives back again, by then perhaps
+			// another waiting turn's reservation.
 			q.mu.Lock()
+			for i, w := range q.waiting {
+				if w == t {
+					q.waiting = append(q.waiting[:i:i], q.waiting[i+1:]...)
+					break
+				}
+			}
 			done := t.done
 			q.mu.Unlock()
 			if done != nil {
@@ -161,13 +170,10 @@ func (q *engineQueue) enter(ctx context.Context, t *ticket) (release func(), err
 				<-done
 			}
 			q.mu.Lock()
-			for i, w := range q.waiting {
-				if w == t {
-					q.waiting = append(q.waiting[:i:i], q.waiting[i+1:]...)
-					break
-				}
+			if t.slot >= 0 { // a failed prefill gave its slot back already
+				q.table = q.table.Unreserve(t.slot)
 			}
-			q.table, t.slot = q.table.Unreserve(t.slot), -1
+			t.slot = -1
 			q.kickLocked()
 			q.broadcastLocked()
 			q.mu.Unlock()

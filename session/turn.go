@@ -320,8 +320,9 @@ func (s *Session) turn(ctx context.Context, text string, extra, next []tools.Ima
 		s.mu.Lock()
 		s.queued--
 		s.publishLocked()
+		id := s.id // another turn of this session may be compacting it, which moves the id under s.mu
 		s.mu.Unlock()
-		return Result{SessionID: s.id}, ctx.Err()
+		return Result{SessionID: id}, ctx.Err()
 	}
 	defer func() { <-s.lock }()
 	// Busy first, so nothing starts another prefill; then wait for the running one, whose work this turn's
