@@ -39,12 +39,8 @@ const recentRequests = 16
 // imageWindow is the window of requests to the engine launch r: the configured one, or the cost model's choice
 // for this engine's profile, context and image size.
 func (s *Service) imageWindow(r conductor.Ready, p llamacpp.Props) agent.ImageWindow {
-	set := s.cfg.Agent.ImageWindow
-	switch {
-	case set.Off:
-		return agent.ImageWindow{}
-	case set.Keep > 0:
-		return agent.ImageWindow{Keep: set.Keep, Batch: set.Batch}
+	if w, ok := s.configuredWindow(); ok {
+		return w
 	}
 	w := &s.windows
 	w.mu.Lock()
@@ -95,15 +91,22 @@ func (s *Service) planCut(n swap.CutNeeds) swap.CutPlan {
 	return swap.PlanCut(costs, n)
 }
 
+// configuredWindow is the window the config or agent file sets, if it sets one (off, or a keep count).
+func (s *Service) configuredWindow() (agent.ImageWindow, bool) {
+	switch set := s.cfg.Agent.ImageWindow; {
+	case set.Off:
+		return agent.ImageWindow{}, true
+	case set.Keep > 0:
+		return agent.ImageWindow{Keep: set.Keep, Batch: set.Batch}, true
+	}
+	return agent.ImageWindow{}, false
+}
+
 // currentWindow is the window of the latest launch's requests: the configured one, else the one chosen for it
 // (off until a launch has been chosen for).
 func (s *Service) currentWindow() agent.ImageWindow {
-	set := s.cfg.Agent.ImageWindow
-	switch {
-	case set.Off:
-		return agent.ImageWindow{}
-	case set.Keep > 0:
-		return agent.ImageWindow{Keep: set.Keep, Batch: set.Batch}
+	if w, ok := s.configuredWindow(); ok {
+		return w
 	}
 	w := &s.windows
 	w.mu.Lock()
