@@ -171,29 +171,14 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 		}
 		copyFile(filepath.Join(state, "logs", "llama-server.log"), filepath.Join(out, "llama-server-chat.log"))
 	}()
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			say("chat serve: %s", sc.Text())
-			if i := strings.Index(sc.Text(), "engine started in mode "); i >= 0 {
-				cr.Mode = sc.Text()[i+len("engine started in mode "):]
-			}
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
+	base, err := waitServing(stdout, func(line string) {
+		say("chat serve: %s", line)
+		if i := strings.Index(line, "engine started in mode "); i >= 0 {
+			cr.Mode = line[i+len("engine started in mode "):]
 		}
-		close(urlc)
-	}()
-	var base string
-	select {
-	case u, ok := <-urlc:
-		if !ok {
-			return fail(fmt.Errorf("visor serve exited before serving"))
-		}
-		base = u
-	case <-time.After(8 * time.Minute):
-		return fail(fmt.Errorf("visor serve not serving after 8 minutes"))
+	})
+	if err != nil {
+		return fail(err)
 	}
 	cr.StartSeconds = time.Since(t0).Seconds()
 	var props struct {

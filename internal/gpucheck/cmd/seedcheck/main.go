@@ -385,26 +385,9 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 			say("run %d serve: %s", n, sc.Text())
 		}
 	}()
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			say("run %d serve: %s", n, sc.Text())
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-		close(urlc)
-	}()
-	var url string
-	select {
-	case u, ok := <-urlc:
-		if !ok {
-			return fail(fmt.Errorf("visor serve exited before serving"))
-		}
-		url = u
-	case <-time.After(8 * time.Minute):
-		return fail(fmt.Errorf("visor serve not serving after 8 minutes"))
+	url, err := waitServing(stdout, func(line string) { say("run %d serve: %s", n, line) })
+	if err != nil {
+		return fail(err)
 	}
 	r.StartSeconds = time.Since(t0).Seconds()
 	r.FreeReadyMiB = mib(mon.free())
@@ -1091,5 +1074,33 @@ func (m *monitor) stop() {
 	close(m.done)
 	if m.lib != nil {
 		m.lib.Shutdown()
+	}
+}
+
+// waitServing reads visor serve's output, each line to onLine, until it says where it serves; the reading goes
+// on after that, so the server never blocks on a full pipe.
+func waitServing(stdout io.Reader, onLine func(string)) (string, error) {
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			onLine(sc.Text())
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urlc <- m[1]:
+				default: // told once
+				}
+			}
+		}
+		close(urlc)
+	}()
+	select {
+	case u, ok := <-urlc:
+		if !ok {
+			return "", fmt.Errorf("visor serve exited before serving")
+		}
+		return u, nil
+	case <-time.After(8 * time.Minute):
+		return "", fmt.Errorf("visor serve not serving after 8 minutes")
 	}
 }
