@@ -122,17 +122,7 @@ func shown(tb testing.TB, ctx context.Context, msg string, answer int) time.Dura
 // rendered answer is checked too: every code block is one <pre>, its "<b>" is text, and the streamed page equals
 // the same text rendered at once.
 func TestLongAnswerStreamsInLinearTime(t *testing.T) {
-	ctx := browser(t)
-	a := &streamingAgent{}
-	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
-	defer hs.Close()
-	if err := chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
+	ctx, a := streamingPage(t)
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	took := map[int]time.Duration{}
@@ -179,17 +169,7 @@ func TestLongAnswerStreamsInLinearTime(t *testing.T) {
 //
 // Each answer goes to a new chat, so every one starts from an empty page.
 func BenchmarkLongAnswerInBrowser(b *testing.B) {
-	ctx := browser(b)
-	a := &streamingAgent{}
-	ui, err := web.New(web.Config{Sessions: fakeService(b, a, nil)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
-	defer hs.Close()
-	if err := chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/")); err != nil {
-		b.Fatal(err)
-	}
+	ctx, a := streamingPage(b)
 	small, _ := longMarkdown(30 << 10)
 	large, _ := longMarkdown(300 << 10)
 	var tookSmall, tookLarge time.Duration
@@ -220,18 +200,8 @@ func jsString(s string) string {
 // TestModelCannotForgeMarkup: what the model writes is shown as text, whatever it imitates — the renderer's old
 // code-block placeholder (NUL, index, NUL), HTML, or a javascript: link.
 func TestModelCannotForgeMarkup(t *testing.T) {
-	ctx := browser(t)
-	a := &streamingAgent{}
-	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
-	defer hs.Close()
+	ctx, a := streamingPage(t)
 	a.set("```\nSECRET\n```\n\nplain \x000\x00 and \\u0000 0 \\u0000 and <img src=x onerror=alert(1)> and [x](javascript:alert(1)) `\x000\x00`")
-	if err := chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	steps(t, tctx, chromedp.SendKeys("#text", "go"), chromedp.Click("#send"), chromedp.WaitVisible("div.meta"))
@@ -416,4 +386,21 @@ func TestPageOnAPhoneInDarkMode(t *testing.T) {
 	if odd := eval[string](t, tctx, `[...document.body.innerText].filter(c => c.codePointAt(0) > 0x2000 && !"→←…·–".includes(c)).join("")`); odd != "" {
 		t.Errorf("the page shows %q", odd)
 	}
+}
+
+// streamingPage is the chat page in the browser, served over a session service whose agent streams what it is set
+// to answer.
+func streamingPage(tb testing.TB) (context.Context, *streamingAgent) {
+	ctx := browser(tb)
+	a := &streamingAgent{}
+	ui, err := web.New(web.Config{Sessions: fakeService(tb, a, nil)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hs := httptest.NewServer(ui)
+	tb.Cleanup(hs.Close)
+	if err := chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/")); err != nil {
+		tb.Fatal(err)
+	}
+	return ctx, a
 }
