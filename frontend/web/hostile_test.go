@@ -35,11 +35,7 @@ func TestHostileRequestsGetClearAnswers(t *testing.T) {
 	hs := httptest.NewServer(ui)
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
-	resp := post(t, hs.URL+"/api/sessions", tok, "", nil)
-	var created struct{ Session string }
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	base := hs.URL + "/api/sessions/" + created.Session
+	base := hs.URL + "/api/sessions/" + newChat(t, hs.URL, tok)
 	send := func(method, url, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, url, strings.NewReader(body))

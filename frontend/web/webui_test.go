@@ -114,17 +114,11 @@ func TestChatWithScreenshot(t *testing.T) {
 	}
 
 	tok := pageToken(t, hs.URL)
-	resp := post(t, hs.URL+"/api/sessions", tok, "", nil)
-	var created struct{ Session string }
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	if created.Session == "" {
-		t.Fatal("no session id")
-	}
-	base := hs.URL + "/api/sessions/" + created.Session
+	id := newChat(t, hs.URL, tok)
+	base := hs.URL + "/api/sessions/" + id
 
 	shot := screenshot(t)
-	resp = post(t, base+"/attach", tok, "image/png", shot)
+	resp := post(t, base+"/attach", tok, "image/png", shot)
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("attach: %d %s", resp.StatusCode, b)
@@ -161,7 +155,7 @@ func TestChatWithScreenshot(t *testing.T) {
 	if cached, _ := done["cached_tokens"].(float64); cached < 16 {
 		t.Fatalf("the prefilled screenshot was not in the cache: %v cached tokens", done["cached_tokens"])
 	}
-	msgs, err := store.Messages(context.Background(), created.Session)
+	msgs, err := store.Messages(context.Background(), id)
 	if err != nil || len(msgs) != 2 || !bytes.Equal(msgs[0].Images[0].Data, shot) || msgs[1].Content != "Hi!" {
 		t.Fatalf("stored %+v %v", msgs, err)
 	}
@@ -175,11 +169,7 @@ func TestBadRequestsSayWhatToDo(t *testing.T) {
 	hs := httptest.NewServer(ui)
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
-	resp := post(t, hs.URL+"/api/sessions", tok, "", nil)
-	var created struct{ Session string }
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	base := hs.URL + "/api/sessions/" + created.Session
+	base := hs.URL + "/api/sessions/" + newChat(t, hs.URL, tok)
 	cases := []struct {
 		url, ctype, body string
 		status           int
