@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/visorhq/visor/agent/toolcall"
@@ -107,13 +108,14 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	a.closers = append(a.closers, closeTools)
 	format, _ := toolcall.ParseFormat(t.toolFlags.format) // validate refused a bad one
-	var svc *session.Service
+	// The conductor's goroutine may report an event before session.New below has returned the service.
+	var events atomic.Pointer[session.Service]
 	seen := &session.LastLaunch{}
 	l := launch.New(t.engine, launch.Options{Out: stderr, Logger: logger, Reuse: true, OnStart: seen.Started})
 	report := launch.CrashReporter(stderr)
 	ccfg := conductor.Config{Logger: logger, OnEvent: func(ev conductor.Event) {
 		report(ev)
-		if svc != nil {
+		if svc := events.Load(); svc != nil {
 			svc.RecordEngineEvent(ev)
 		}
 	}}
@@ -143,10 +145,10 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		// --parallel 2 or more one slot is kept for turns that wait, whose images are evaluated there ahead.
 		scfg.Slots, scfg.ServerSlots = max(1, t.engine.Slots-1), t.engine.Slots
 	}
-	if svc, err = session.New(scfg); err != nil {
+	if a.svc, err = session.New(scfg); err != nil {
 		return a, err
 	}
-	a.svc = svc
+	events.Store(a.svc)
 	return a, nil
 }
 
