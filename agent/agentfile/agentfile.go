@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -118,6 +119,10 @@ type MCPServer struct {
 	Env     map[string]string `yaml:"env" jsonschema_description:"Extra environment for the command."`
 	URL     string            `yaml:"url" jsonschema:"format=uri" jsonschema_description:"Streamable-HTTP server URL instead of command."`
 	Tools   []string          `yaml:"tools" jsonschema:"uniqueItems=true" jsonschema_description:"Only these of the server's tools (its own names, without the prefix); left out, all of them. A server's whole list can take more of a small model's context than the conversation."`
+
+	// envOrder is Env's keys as the file writes them (Parse fills it): a map forgets its order, and the server's
+	// environment should read as the file does, the same on every run.
+	envOrder []string
 }
 
 // ErrInvalid is wrapped by every validation error. Each problem is a *yamlcheck.Problem, printed as
@@ -209,6 +214,9 @@ func Parse(data []byte, path string) (Spec, error) {
 		return Spec{}, errEmpty(path)
 	}
 	s.Path = path
+	for i := range s.MCP {
+		s.MCP[i].envOrder = lines{&doc}.keys("mcp", i, "env")
+	}
 	if err := s.check(lines{&doc}); err != nil {
 		return Spec{}, err
 	}
@@ -426,9 +434,29 @@ type lines struct{ doc *yaml.Node }
 // key returns the position of the key at path (strings are mapping keys, ints sequence indexes), or of its
 // nearest present parent, or 0.
 func (l lines) key(path ...any) pos {
+	_, p, _ := l.find(path)
+	return p
+}
+
+// keys returns the keys of the mapping at path in the file's order, or nil where there is none.
+func (l lines) keys(path ...any) []string {
+	n, _, ok := l.find(path)
+	if !ok || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var ks []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		ks = append(ks, n.Content[i].Value)
+	}
+	return ks
+}
+
+// find walks path from the document's root: the node there, the position of its key (or of the nearest present
+// parent when the path stops short), and whether the whole path was found.
+func (l lines) find(path []any) (*yaml.Node, pos, bool) {
 	n := l.doc
 	if n == nil || n.Kind != yaml.DocumentNode || len(n.Content) == 0 {
-		return pos{}
+		return nil, pos{}, false
 	}
 	n = n.Content[0]
 	line := pos{}
@@ -436,7 +464,7 @@ func (l lines) key(path ...any) pos {
 		switch p := p.(type) {
 		case string:
 			if n.Kind != yaml.MappingNode {
-				return line
+				return n, line, false
 			}
 			found := false
 			for i := 0; i+1 < len(n.Content); i += 2 {
@@ -446,17 +474,17 @@ func (l lines) key(path ...any) pos {
 				}
 			}
 			if !found {
-				return line
+				return n, line, false
 			}
 		case int:
 			if n.Kind != yaml.SequenceNode || p >= len(n.Content) {
-				return line
+				return n, line, false
 			}
 			n = n.Content[p]
 			line = pos{n.Line, n.Column}
 		}
 	}
-	return line
+	return n, line, true
 }
 
 // value returns the scalar text at path as written ("" when absent), so a message shows ".nan", not "NaN".
@@ -649,12 +677,32 @@ func (s Spec) ToolOptions() toolset.Options {
 		if len(m.Command) > 0 {
 			sc.Command, sc.Args = m.Command[0], m.Command[1:]
 		}
-		for k, v := range m.Env {
-			sc.Env = append(sc.Env, k+"="+v)
+		for _, k := range envKeys(m) {
+			sc.Env = append(sc.Env, k+"="+m.Env[k])
 		}
 		o.MCP = append(o.MCP, sc)
 	}
 	return o
+}
+
+// envKeys are m.Env's keys in the file's order; any the file's order lacks (a YAML merge key, a spec not read by
+// Parse) follow, sorted, so the order never depends on map iteration.
+func envKeys(m MCPServer) []string {
+	keys := make([]string, 0, len(m.Env))
+	seen := make(map[string]bool, len(m.Env))
+	for _, k := range m.envOrder {
+		if _, ok := m.Env[k]; ok && !seen[k] {
+			keys, seen[k] = append(keys, k), true
+		}
+	}
+	rest := make([]string, 0, len(m.Env)-len(keys))
+	for k := range m.Env {
+		if !seen[k] {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	return append(keys, rest...)
 }
 
 // firstError is the first of joined errors: a file's problems are reported one at a time, at their line.

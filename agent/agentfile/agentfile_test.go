@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -235,6 +236,41 @@ func TestStepsAreValidatedAndTheirImagesTakenIn(t *testing.T) {
 		}
 		if c.name == "truncated image" && (err == nil || !strings.Contains(err.Error(), "re-export")) {
 			t.Errorf("the truncated image's error does not say what to do: %v", err)
+		}
+	}
+}
+
+// An MCP server's environment reaches the server in the order the file writes it, the same on every run (Env is
+// a map, whose iteration order Go varies from run to run); keys YAML merges in from an anchor follow, sorted.
+func TestMCPEnvKeepsTheFileOrder(t *testing.T) {
+	src := `name: a
+model: {endpoint: http://x}
+mcp:
+  - name: web
+    command: [mcp-web]
+    env: &base {B_MERGED: "1", A_MERGED: "2"}
+  - name: fs
+    command: [mcp-fs]
+    env:
+      <<: *base
+      ZETA: z
+      ALPHA: a
+      MIKE: "m=1"
+      BRAVO: b
+      YANKEE: "y"
+      CHARLIE: c
+      XRAY: x
+      DELTA: d
+`
+	want := []string{"ZETA=z", "ALPHA=a", "MIKE=m=1", "BRAVO=b", "YANKEE=y", "CHARLIE=c", "XRAY=x", "DELTA=d", "A_MERGED=2", "B_MERGED=1"}
+	for range 5 {
+		s, err := agentfile.Parse([]byte(src), "a.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := s.ToolOptions()
+		if len(o.MCP) != 2 || !slices.Equal(o.MCP[1].Env, want) {
+			t.Fatalf("MCP servers %+v: want fs's env in the file's order %q", o.MCP, want)
 		}
 	}
 }
