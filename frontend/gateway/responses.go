@@ -395,7 +395,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 	r2 := r.Clone(r.Context())
 	r2.Body = io.NopCloser(bytes.NewReader(chat))
 	r2.ContentLength = int64(len(chat))
-	tw := &respWriter{w: w, g: g, rr: rr, header: http.Header{}}
+	tw := &respWriter{w: w, g: g, rr: rr, header: http.Header{}, text: respText{kind: "text"}, reason: respText{kind: "reasoning"}}
 	g.chat(tw, r2)
 	tw.finish()
 }
@@ -410,18 +410,106 @@ type respWriter struct {
 	buf    bytes.Buffer // a whole answer, an error, or a partial stream line
 	stream bool
 
-	seq      int
-	started  bool
-	text     strings.Builder
-	textID   string
-	reason   strings.Builder
-	reasonID string
-	order    []string // the output items' ids, in the order they were opened
-	calls    []*respCall
-	open     string // "text", "call" or ""
-	finish_  string
-	usage    gjson.Result
-	failed   gjson.Result // an error event that ended the stream
+	seq     int
+	started bool
+	text    respText // kind "text"
+	reason  respText // kind "reasoning"
+	order   []string // the output items' ids, in the order they were opened
+	calls   []*respCall
+	open    string // "reasoning", "text", "call" or ""
+	finish_ string
+	usage   gjson.Result
+	failed  gjson.Result // an error event that ended the stream
+}
+
+// respText is an output item of text, the reasoning summary or the message. The stream opens, extends and closes
+// both with the same run of events; only the names of the events and fields differ, and the message's extra fields.
+type respText struct {
+	kind string // "reasoning" or "text": respWriter.open while this item is being written
+	id   string
+	buf  strings.Builder
+}
+
+// begin gives the item its id the first time it gets text, which makes it the next of the answer's items.
+func (x *respText) begin(order *[]string) {
+	if x.id != "" {
+		return
+	}
+	prefix := "msg_"
+	if x.kind == "reasoning" {
+		prefix = "rs_"
+	}
+	x.id = newID(prefix)
+	*order = append(*order, x.id)
+}
+
+// events are the prefixes of the item's part and text events, and the name of their part-index field.
+func (x *respText) events() (part, text, index string) {
+	if x.kind == "reasoning" {
+		return "response.reasoning_summary_part", "response.reasoning_summary_text", "summary_index"
+	}
+	return "response.content_part", "response.output_text", "content_index"
+}
+
+// fields are the fields of the item's part and text events, with k: v added.
+func (x *respText) fields(outputIndex int, k string, v any) map[string]any {
+	_, _, index := x.events()
+	f := map[string]any{"item_id": x.id, "output_index": outputIndex, index: 0, k: v}
+	if x.kind == "text" && k != "part" {
+		f["logprobs"] = []any{}
+	}
+	return f
+}
+
+// part is the item's one part, holding text.
+func (x *respText) part(text string) map[string]any {
+	if x.kind == "reasoning" {
+		return map[string]any{"type": "summary_text", "text": text}
+	}
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+}
+
+// item is the output item: as output_item.added shows it (nothing in it yet), or completed.
+func (x *respText) item(completed bool) map[string]any {
+	parts := []any{}
+	if completed {
+		p := x.part(x.buf.String())
+		if x.kind == "text" {
+			p["logprobs"] = []any{}
+		}
+		parts = []any{p}
+	}
+	if x.kind == "reasoning" {
+		return map[string]any{"id": x.id, "type": "reasoning", "summary": parts}
+	}
+	status := "in_progress"
+	if completed {
+		status = "completed"
+	}
+	return map[string]any{"id": x.id, "type": "message", "status": status, "role": "assistant", "content": parts}
+}
+
+// streamText writes delta of x, opening x first unless it is the item being written.
+func (t *respWriter) streamText(x *respText, delta string) {
+	part, text, _ := x.events()
+	if t.open != x.kind {
+		t.closeOpen()
+		x.begin(&t.order)
+		t.open = x.kind
+		t.event("response.output_item.added", map[string]any{"output_index": t.outputs(), "item": x.item(false)})
+		t.event(part+".added", x.fields(t.outputs(), "part", x.part("")))
+	}
+	x.buf.WriteString(delta)
+	t.event(text+".delta", x.fields(t.outputs(), "delta", delta))
+}
+
+// closeText writes the events that close x, the item being written.
+func (t *respWriter) closeText(x *respText) {
+	part, text, _ := x.events()
+	idx, s := t.outputs(), x.buf.String()
+	t.event(text+".done", x.fields(idx, "text", s))
+	t.event(part+".done", x.fields(idx, "part", x.part(s)))
+	t.event("response.output_item.done", map[string]any{"output_index": idx, "item": x.item(true)})
 }
 
 type respCall struct {
@@ -527,38 +615,10 @@ func (t *respWriter) chunk(c gjson.Result) {
 	}
 	d := ch.Get("delta")
 	if rc := d.Get("reasoning_content"); rc.Type == gjson.String && rc.String() != "" {
-		if t.open != "reasoning" {
-			t.closeOpen()
-			if t.reasonID == "" {
-				t.reasonID = newID("rs_")
-				t.order = append(t.order, t.reasonID)
-			}
-			t.open = "reasoning"
-			t.event("response.output_item.added", map[string]any{"output_index": t.outputs(), "item": map[string]any{
-				"id": t.reasonID, "type": "reasoning", "summary": []any{}}})
-			t.event("response.reasoning_summary_part.added", map[string]any{"item_id": t.reasonID, "output_index": t.outputs(),
-				"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}})
-		}
-		t.reason.WriteString(rc.String())
-		t.event("response.reasoning_summary_text.delta", map[string]any{"item_id": t.reasonID, "output_index": t.outputs(),
-			"summary_index": 0, "delta": rc.String()})
+		t.streamText(&t.reason, rc.String())
 	}
 	if s := d.Get("content"); s.Type == gjson.String && s.String() != "" {
-		if t.open != "text" {
-			t.closeOpen()
-			if t.textID == "" {
-				t.textID = newID("msg_")
-				t.order = append(t.order, t.textID)
-			}
-			t.open = "text"
-			t.event("response.output_item.added", map[string]any{"output_index": t.outputs(), "item": map[string]any{
-				"id": t.textID, "type": "message", "status": "in_progress", "role": "assistant", "content": []any{}}})
-			t.event("response.content_part.added", map[string]any{"item_id": t.textID, "output_index": t.outputs(), "content_index": 0,
-				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-		}
-		t.text.WriteString(s.String())
-		t.event("response.output_text.delta", map[string]any{"item_id": t.textID, "output_index": t.outputs(), "content_index": 0,
-			"delta": s.String(), "logprobs": []any{}})
+		t.streamText(&t.text, s.String())
 	}
 	d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 		idx := int(tc.Get("index").Int())
@@ -598,15 +658,6 @@ func (t *respWriter) outputs() int {
 	return n
 }
 
-func (t *respWriter) reasonItem() map[string]any {
-	return map[string]any{"id": t.reasonID, "type": "reasoning", "summary": []any{map[string]string{"type": "summary_text", "text": t.reason.String()}}}
-}
-
-func (t *respWriter) textItem(status string) map[string]any {
-	return map[string]any{"id": t.textID, "type": "message", "status": status, "role": "assistant",
-		"content": []any{map[string]any{"type": "output_text", "text": t.text.String(), "annotations": []any{}, "logprobs": []any{}}}}
-}
-
 func (c *respCall) item() map[string]any {
 	return map[string]any{"id": c.id, "type": "function_call", "status": "completed", "call_id": c.callID, "name": c.name, "arguments": c.args.String()}
 }
@@ -614,17 +665,9 @@ func (c *respCall) item() map[string]any {
 func (t *respWriter) closeOpen() {
 	switch t.open {
 	case "reasoning":
-		idx := t.outputs()
-		t.event("response.reasoning_summary_text.done", map[string]any{"item_id": t.reasonID, "output_index": idx, "summary_index": 0, "text": t.reason.String()})
-		t.event("response.reasoning_summary_part.done", map[string]any{"item_id": t.reasonID, "output_index": idx, "summary_index": 0,
-			"part": map[string]any{"type": "summary_text", "text": t.reason.String()}})
-		t.event("response.output_item.done", map[string]any{"output_index": idx, "item": t.reasonItem()})
+		t.closeText(&t.reason)
 	case "text":
-		idx := t.outputs()
-		t.event("response.output_text.done", map[string]any{"item_id": t.textID, "output_index": idx, "content_index": 0, "text": t.text.String(), "logprobs": []any{}})
-		t.event("response.content_part.done", map[string]any{"item_id": t.textID, "output_index": idx, "content_index": 0,
-			"part": map[string]any{"type": "output_text", "text": t.text.String(), "annotations": []any{}}})
-		t.event("response.output_item.done", map[string]any{"output_index": idx, "item": t.textItem("completed")})
+		t.closeText(&t.text)
 	case "call":
 		for _, c := range t.calls {
 			if c != nil && !c.done {
@@ -642,11 +685,10 @@ func (t *respWriter) output() ([]any, map[string]json.RawMessage) {
 	var out []any
 	items := map[string]json.RawMessage{}
 	byID := map[string]map[string]any{}
-	if t.reasonID != "" {
-		byID[t.reasonID] = t.reasonItem()
-	}
-	if t.textID != "" {
-		byID[t.textID] = t.textItem("completed")
+	for _, x := range []*respText{&t.reason, &t.text} {
+		if x.id != "" {
+			byID[x.id] = x.item(true)
+		}
 	}
 	for _, c := range t.calls {
 		if c != nil {
@@ -683,7 +725,7 @@ func (t *respWriter) final() map[string]any {
 	}
 	resp["usage"] = t.usageObj()
 	if t.rr.store {
-		asst := map[string]any{"role": "assistant", "content": t.text.String()}
+		asst := map[string]any{"role": "assistant", "content": t.text.buf.String()}
 		var calls []any
 		for _, c := range t.calls {
 			if c != nil {
@@ -739,14 +781,12 @@ func (t *respWriter) finish() {
 	t.usage = c.Get("usage")
 	m := c.Get("choices.0.message")
 	if s := m.Get("reasoning_content").String(); s != "" {
-		t.reasonID = newID("rs_")
-		t.order = append(t.order, t.reasonID)
-		t.reason.WriteString(s)
+		t.reason.begin(&t.order)
+		t.reason.buf.WriteString(s)
 	}
 	if s := m.Get("content").String(); s != "" {
-		t.textID = newID("msg_")
-		t.order = append(t.order, t.textID)
-		t.text.WriteString(s)
+		t.text.begin(&t.order)
+		t.text.buf.WriteString(s)
 	}
 	m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 		call := &respCall{id: newID("fc_"), callID: tc.Get("id").String(), name: tc.Get("function.name").String()}
