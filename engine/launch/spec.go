@@ -72,7 +72,7 @@ func (s Spec) ValidateFrom(origin string) error {
 	if s.Model != "" {
 		if err := checkFile(modelFlag, s.Model, "the path of a GGUF model file"+fix); err != nil {
 			errs = append(errs, err)
-		} else if err := checkModel(s.Model, s.Ctx); err != nil {
+		} else if err := checkModel(modelFlag, s.Model, s.Ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -80,6 +80,8 @@ func (s Spec) ValidateFrom(origin string) error {
 		if s.Endpoint != "" {
 			errs = append(errs, errors.New("--mmproj with --endpoint: the running server has its own projector; drop --mmproj"))
 		} else if err := checkFile(mmprojFlag, s.Projector, "the path of the model's vision projector GGUF (mmproj-*.gguf)"+fix); err != nil {
+			errs = append(errs, err)
+		} else if err := checkProjector(mmprojFlag, s.Projector); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -182,15 +184,35 @@ func (k Key) ID() string {
 // checkModel reads the model's header (milliseconds, even for a big model): a file that is no GGUF model, or a
 // context far past what the model was trained for (which llama-server would try to allocate for minutes before
 // failing with std::bad_alloc), is refused at once.
-func checkModel(path string, ctx int) error {
+func checkModel(flagName, path string, ctx int) error {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return fmt.Errorf("--model %s: not a GGUF model file (%v): give the path of a .gguf model", path, err)
+		return fmt.Errorf("%s %s: not a GGUF model file (%v): give the path of a .gguf model", flagName, path, err)
+	}
+	if f.Arch() == projectorArch {
+		// llama-server would load it for seconds and then say only "CLIP cannot be used as main model".
+		return fmt.Errorf("%s %s: is a vision projector, not a chat model: pass it as --mmproj, with the chat model as --model", flagName, path)
 	}
 	train, ok := f.Uint(f.Arch() + ".context_length")
 	if ok && train > 0 && ctx > 0 && uint64(ctx) > 4*train {
 		return fmt.Errorf("--ctx %d: the model was trained for %d tokens; give at most %d (or 0 for the model's default)",
 			ctx, train, 4*train)
+	}
+	return nil
+}
+
+// projectorArch is the general.architecture of llama.cpp's vision projectors (mmproj-*.gguf).
+const projectorArch = "clip"
+
+// checkProjector refuses a projector file that is no GGUF, or a chat model given as one, before llama-server
+// loads the model for seconds and fails with "failed to read magic" or "Failed to load CLIP model".
+func checkProjector(flagName, path string) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: not a GGUF file (%v): give the model's vision projector (mmproj-*.gguf)", flagName, path, err)
+	}
+	if arch := f.Arch(); arch != projectorArch {
+		return fmt.Errorf("%s %s: is a chat model (architecture %s), not a vision projector: give the model's mmproj-*.gguf (a chat model goes in --model)", flagName, path, arch)
 	}
 	return nil
 }
