@@ -174,11 +174,13 @@ func TestValidateReportsWhatRunRefuses(t *testing.T) {
 // and commands get one line naming the nearest.
 func TestEveryCommandHelp(t *testing.T) {
 	dir := t.TempDir()
-	for _, c := range []struct {
+	cases := []struct {
 		args []string
 		want string // an argument the usage names
 	}{
 		{[]string{"-h"}, "COMMAND"},
+		{[]string{"-h"}, "engine [install"},
+		{[]string{"-h"}, "fork ID"},
 		{[]string{"help"}, "COMMAND"},
 		{[]string{"ask", "-h"}, `"question"`},
 		{[]string{"chat", "--help"}, "chat [flags]"},
@@ -204,9 +206,24 @@ func TestEveryCommandHelp(t *testing.T) {
 		{[]string{"plan", "-h"}, "--model"},
 		{[]string{"models", "-h"}, "DIR"},
 		{[]string{"models", "write", "-h"}, "DIR"},
-		{[]string{"engine", "-h"}, "--server"},
+		{[]string{"engine", "-h"}, "visor engine install"},
+		{[]string{"engine", "install", "-h"}, "[DIR]"},
 		{[]string{"simulate", "-h"}, "--trace"},
-	} {
+	}
+	// A command added to visor and left out of this table, or out of visor's usage, fails here.
+	tested := map[string]bool{"version": true} // takes nothing: -h prints the version, exit 0
+	for _, c := range cases {
+		tested[c.args[0]] = true
+	}
+	for _, name := range commands {
+		if !tested[name] {
+			t.Errorf("visor %s -h is not checked here", name)
+		}
+		if name != "help" && !strings.Contains(usage, "\n  visor "+name+" ") {
+			t.Errorf("visor's usage does not list %s", name)
+		}
+	}
+	for _, c := range cases {
 		cmd := exec.Command(os.Args[0], c.args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1", "HOME="+dir, "XDG_CONFIG_HOME="+dir)

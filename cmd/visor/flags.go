@@ -29,7 +29,7 @@ var synopses = map[string]string{
 	"toolcalls parse": "toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt",
 	"stats":           "stats [SESSION] [--trace | --json | --costs] [flags]",
 	"plan":            "plan --model M.gguf [--mmproj P.gguf] [flags]",
-	"engine":          "engine [--server llama-server] [--json]",
+	"engine":          "engine [--server llama-server] [--json]   (visor engine install [DIR] installs llama-server)",
 	"simulate":        "simulate --trace FILE… [--costs seed|h200|stored|FILE] [flags]",
 }
 

@@ -33,10 +33,10 @@ usage:
   visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
   visor stats [SESSION] [--trace]    per-step tokens/s, cache, draft acceptance, prefill ahead; --trace for visor simulate
   visor stats --costs                each engine's measured cost model and the samples behind each number
-  visor sessions list|show ID|search QUERY|export ID --format md|json|rm ID
+  visor sessions list|show ID|search QUERY|export ID --format md|json|fork ID|rm ID
   visor plan --model M.gguf [--mmproj P.gguf] [--gpu auto|0|24GiB|24GiB,24GiB] [--devices Vulkan0,Vulkan1] [--ctx N] [--cache-type q4_0] [--json]
   visor models write DIR             write the tiny test models (chat + vision projector)
-  visor engine                       show the llama-server visor would use and what it supports
+  visor engine [install [DIR]]       show the llama-server visor would use; install puts Debian's in ~/.cache/visor/engine
   visor simulate --trace FILE [--costs seed|h200|stored|FILE] [--json] [--explain]   replay an agent trace: swap schedule vs baselines
   visor version                      print visor's version (also --version)
 
