@@ -623,7 +623,14 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 			}
 		}},
 		{"a word after visor engine", func(t *testing.T) {
-			f.visor(t, nil, "", "engine", "instal").expect(t, 1, `unknown argument "instal"`, "visor engine install")
+			f.visor(t, nil, "", "engine", "instal").expect(t, 2, `unknown argument "instal"`, "visor engine install")
+			f.visor(t, nil, "", "engine", "install", "a", "b").expect(t, 2, "at most one folder", "visor engine install [DIR]")
+			engine := filepath.Join(t.TempDir(), "engine")
+			f.visor(t, nil, "", "engine", "install", "--debs", "/nope/debs", engine).expect(t, 1, "--debs /nope/debs: no such folder")
+			f.visor(t, nil, "", "engine", "install", "--gpu", "tpu", engine).expect(t, 1, "--gpu tpu: use auto, vulkan, cuda or off")
+			if _, err := os.Stat(engine); err == nil {
+				t.Errorf("a refused flag of visor engine install made %s", engine)
+			}
 		}},
 		{"an unreadable database", func(t *testing.T) {
 			db := f.storedDB(t, "unreadable")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 //go:embed install-engine.sh
@@ -36,6 +37,9 @@ type Options struct {
 // Run runs the embedded installer and returns when it is done. The script is written to a private temporary file
 // because bash reads a script as it runs: feeding it on stdin would take stdin from apt.
 func Run(ctx context.Context, o Options) error {
+	if err := o.check(); err != nil {
+		return err
+	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		return fmt.Errorf("installing the engine needs bash, which is not on $PATH: install it (apt-get install bash): %w", err)
@@ -75,6 +79,47 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("the engine installer failed (exit status %d): see its message above", exit.ExitCode())
 		}
 		return fmt.Errorf("running the engine installer: %w", err)
+	}
+	return nil
+}
+
+// check refuses settings the installer would misreport: it names the environment variable a flag sets
+// (VISOR_ENGINE_DEBS=… has no .deb files, for a folder that does not exist), and mkdir's message for a DIR that
+// is a file or cannot be made. It runs before the folders exist, so a mistyped flag leaves no empty engine folder
+// behind.
+func (o Options) check() error {
+	switch o.GPU {
+	case "", "auto", "vulkan", "cuda", "off":
+	default:
+		return fmt.Errorf("--gpu %s: use auto, vulkan, cuda or off", o.GPU)
+	}
+	if o.Debs != "" {
+		const fix = "give the folder holding llama-server's .deb files (an install keeps them in DIR/debs)"
+		st, err := os.Stat(o.Debs)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("--debs %s: no such folder: %s", o.Debs, fix)
+		case err != nil:
+			return fmt.Errorf("--debs %s: %w", o.Debs, err)
+		case !st.IsDir():
+			return fmt.Errorf("--debs %s: is a file, not a folder: %s", o.Debs, fix)
+		}
+		if debs, _ := filepath.Glob(filepath.Join(o.Debs, "*.deb")); len(debs) == 0 {
+			return fmt.Errorf("--debs %s: holds no .deb files: %s", o.Debs, fix)
+		}
+	}
+	if o.Dir == "" {
+		return nil
+	}
+	const fix = "give a folder you can write, or no DIR for the default"
+	if st, err := os.Stat(o.Dir); err == nil && !st.IsDir() {
+		return fmt.Errorf("engine folder %s: is a file, not a folder: %s", o.Dir, fix)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return fmt.Errorf("engine folder %s: cannot create it (%w): %s", o.Dir, err, fix)
+	}
+	if err := syscall.Access(o.Dir, 2); err != nil { // W_OK
+		return fmt.Errorf("engine folder %s: not writable (%w): %s", o.Dir, err, fix)
 	}
 	return nil
 }

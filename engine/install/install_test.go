@@ -121,3 +121,44 @@ func TestConcurrentInstallsWaitForEachOther(t *testing.T) {
 		t.Errorf("left behind: %v", left)
 	}
 }
+
+// TestRunRefusesBadFlagsBeforeTheInstaller: visor engine install's flags and DIR are checked before the script
+// runs, each refusal naming the flag (not the variable the flag sets) and the fix, and a refused flag leaves no
+// engine folder behind.
+func TestRunRefusesBadFlagsBeforeTheInstaller(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "notes.txt")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(tmp, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	engine := filepath.Join(tmp, "engine")
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Dir: engine, GPU: "tpu"}, "--gpu tpu: use auto, vulkan, cuda or off"},
+		{Options{Dir: engine, Debs: filepath.Join(tmp, "nope")}, "--debs " + filepath.Join(tmp, "nope") + ": no such folder: give the folder holding"},
+		{Options{Dir: engine, Debs: file}, "--debs " + file + ": is a file, not a folder"},
+		{Options{Dir: engine, Debs: empty}, "--debs " + empty + ": holds no .deb files"},
+		{Options{Dir: file}, "engine folder " + file + ": is a file, not a folder: give a folder you can write"},
+		{Options{Dir: filepath.Join(file, "engine")}, "engine folder " + filepath.Join(file, "engine") + ": cannot create it"},
+		{Options{Dir: "/proc/visor-engine"}, "engine folder /proc/visor-engine: cannot create it"},
+	} {
+		var out, errb bytes.Buffer
+		c.o.Stdout, c.o.Stderr = &out, &errb
+		err := Run(context.Background(), c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v\nwant %q", c.o, err, c.want)
+		}
+		if strings.Contains(errb.String()+fmt.Sprint(err), "VISOR_ENGINE_") {
+			t.Errorf("%+v: names a variable the user did not set: %v %s", c.o, err, errb.String())
+		}
+	}
+	if _, err := os.Stat(engine); err == nil {
+		t.Errorf("a refused flag left %s behind", engine)
+	}
+}
