@@ -10,9 +10,10 @@ import (
 )
 
 // OpenPath opens the conversation database at path (DefaultPath when it is empty), creating it when missing: the
-// commands that store conversations (--db). made is the path when this call created it, which the command says
-// once (a mistyped --db would otherwise make a new folder and database without a word). A path naming anything
-// but a regular file (a FIFO, a device, a folder) is refused with what it is.
+// commands that store conversations (--db). made is the path when it holds no session yet (this call created
+// it, or a command that stored nothing did), which the command says once it stores the first (a mistyped --db
+// would otherwise make a new folder and database without a word). A path naming anything but a regular file
+// (a FIFO, a device, a folder) is refused with what it is.
 func OpenPath(ctx context.Context, path string) (st *Store, made string, err error) {
 	path, err = pathOrDefault(path)
 	if err != nil {
@@ -27,6 +28,9 @@ func OpenPath(ctx context.Context, path string) (st *Store, made string, err err
 	}
 	if st, err = Open(ctx, path); err != nil {
 		return nil, "", err
+	}
+	if has, err := st.HasSessions(ctx); err == nil && !has {
+		made = path
 	}
 	return st, made, nil
 }

@@ -28,8 +28,16 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 		t.Fatalf("OpenPath(missing) made %q: %v", made, err)
 	}
 	st.Close()
+	// Left empty by a command that stored nothing, it is still new to the next one; with a session it is not.
+	if st, made, err = OpenPath(ctx, missing); err != nil || made != missing {
+		t.Fatalf("OpenPath(existing, empty) made %q: %v", made, err)
+	}
+	if _, err := st.CreateSession(ctx, Session{Title: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	if st, made, err = OpenPath(ctx, missing); err != nil || made != "" {
-		t.Fatalf("OpenPath(existing) made %q: %v", made, err)
+		t.Fatalf("OpenPath(existing, with a session) made %q: %v", made, err)
 	}
 	st.Close()
 	st, err = OpenExisting(ctx, missing)

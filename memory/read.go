@@ -80,6 +80,15 @@ func (s *Store) ResolveSessionID(ctx context.Context, prefix string) (string, er
 	return "", fmt.Errorf("memory: session id %q is ambiguous (%s…); type more of it: %w", prefix, strings.Join(ids, ", "), ErrInvalidInput)
 }
 
+// HasSessions says whether any session is stored.
+func (s *Store) HasSessions(ctx context.Context) (bool, error) {
+	var has bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sessions)`).Scan(&has); err != nil {
+		return false, fmt.Errorf("memory: count sessions: %w", err)
+	}
+	return has, nil
+}
+
 // ListSessions returns sessions, most recently updated first.
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, error) {
 	var where []string

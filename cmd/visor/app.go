@@ -16,6 +16,7 @@ import (
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/swap"
+	"github.com/visorhq/visor/frontend/term"
 	"github.com/visorhq/visor/images"
 	"github.com/visorhq/visor/internal/userpath"
 	"github.com/visorhq/visor/memory"
@@ -69,11 +70,11 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 		if a.store, made, err = memory.OpenPath(ctx, t.db); err != nil {
 			return a, err
 		}
-		if made != "" {
-			fmt.Fprintf(stderr, "(new conversation database %s; --db names another, --no-store keeps none)\n", made)
-		}
 		st := a.store
 		a.closers = append(a.closers, func() { _ = st.Close() })
+		if made != "" { // runs before the store closes (closers run last first)
+			a.closers = append(a.closers, func() { term.SayNewDatabase(context.Background(), stderr, st, made) })
+		}
 		prof, err := session.ResumeProfile(ctx, st, t.session, set["model"] || set["endpoint"])
 		if err != nil {
 			return a, fmt.Errorf("--session %s: %w", t.session, err)

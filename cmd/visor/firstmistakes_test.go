@@ -589,11 +589,19 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 		}},
 		{"--db in a folder that does not exist, on a command that stores", func(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "typo", "v.db")
+			said := "(the first conversation stored in " + db + "; --db names another, --no-store keeps none)"
+			// A newcomer's first command often fails before the engine answers: it stores nothing, so it
+			// announces nothing, and the first command that stores there still says where.
+			failed := f.visor(t, nil, "", "ask", "hello", "--endpoint", "http://127.0.0.1:1", "--db", db)
+			failed.expect(t, 1, "127.0.0.1:1")
+			if strings.Contains(failed.out, "first conversation") {
+				t.Errorf("a turn that stored nothing announces the database:\n%s", failed.out)
+			}
 			first := f.visor(t, nil, "", "ask", "hello", "--model", f.chat, "--plan", "off", "--db", db)
-			first.expect(t, 0, "(new conversation database "+db+"; --db names another, --no-store keeps none)")
+			first.expect(t, 0, said)
 			again := f.visor(t, nil, "", "ask", "hello", "--model", f.chat, "--plan", "off", "--db", db)
 			again.expect(t, 0)
-			if strings.Contains(again.out, "new conversation database") {
+			if strings.Contains(again.out, "first conversation") {
 				t.Errorf("an existing database is announced as new:\n%s", again.out)
 			}
 		}},

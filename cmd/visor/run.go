@@ -52,9 +52,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if prompt == "" && len(spec.Steps) == 0 {
 		return errors.New("run: no prompt: give one after the agent file, or set `prompt:` or `steps:` in " + spec.Path)
 	}
-	if err := applySpec(&t, spec); err != nil {
-		return err
-	}
+	applySpec(&t, spec)
 	t.fs, t.fromSpec = fs, true
 	if model != "" || endpoint != "" {
 		// The command line's model replaces the file's whole model section: its projector and context were
@@ -107,7 +105,7 @@ func runSteps(ctx context.Context, t turn, spec agentfile.Spec, stdout, stderr i
 }
 
 // applySpec turns an agent file into the same settings `visor ask` takes from flags, so both paths run one code.
-func applySpec(t *turn, s agentfile.Spec) error {
+func applySpec(t *turn, s agentfile.Spec) {
 	t.agentName = s.Name
 	t.engine = launch.Defaults()
 	config.ApplyModel(&t.engine, s.Model, config.Set{})
@@ -120,5 +118,4 @@ func applySpec(t *turn, s agentfile.Spec) error {
 	if t.maxSteps == 0 {
 		t.maxSteps = 8
 	}
-	return nil
 }

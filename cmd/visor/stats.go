@@ -24,20 +24,8 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *costs {
-		if len(pos) > 0 {
-			return fmt.Errorf("stats --costs: the cost models are per engine, not per session: drop %q", pos[0])
-		}
-		store, err := memory.OpenExisting(ctx, *db)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		models, err := report.StoredModels(ctx, store)
-		if err != nil {
-			return err
-		}
-		return report.WriteCosts(stdout, models, *asJSON)
+	if *costs && len(pos) > 0 {
+		return fmt.Errorf("stats --costs: the cost models are per engine, not per session: drop %q", pos[0])
 	}
 	if len(pos) > 1 {
 		return fmt.Errorf("stats: one session at a time, got %d: visor stats [SESSION]", len(pos))
@@ -47,6 +35,13 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer store.Close()
+	if *costs {
+		models, err := report.StoredModels(ctx, store)
+		if err != nil {
+			return err
+		}
+		return report.WriteCosts(stdout, models, *asJSON)
+	}
 	format := report.StatsTable
 	if *asTrace {
 		format = report.StatsTrace

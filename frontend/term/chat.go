@@ -166,6 +166,17 @@ func SayContinue(stderr io.Writer, sess *session.Session, cmd string) {
 	}
 }
 
+// SayNewDatabase names the database at path once it holds its first session, and how to choose another: said
+// when the first conversation is stored, not when the file is made, since a newcomer's first command often fails
+// before anything is stored, and the one after it would find the file made and say nothing.
+func SayNewDatabase(ctx context.Context, stderr io.Writer, st interface {
+	HasSessions(context.Context) (bool, error)
+}, path string) {
+	if has, err := st.HasSessions(ctx); err == nil && has {
+		fmt.Fprintf(stderr, "(the first conversation stored in %s; --db names another, --no-store keeps none)\n", path)
+	}
+}
+
 // ShortID is the prefix of a session id (or a commit) people type: 12 characters are unique in practice.
 func ShortID(id string) string {
 	if len(id) > 12 {
