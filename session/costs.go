@@ -67,10 +67,6 @@ type EngineCosts struct {
 	FirstImageTokens int
 }
 
-// minPromptSample is the fewest prompt tokens a request must evaluate to be a prompt-speed sample: a handful of
-// tokens after a prefill is mostly request overhead, not evaluation.
-const minPromptSample = 16
-
 // engineCosts is what the service knows about the running engine's costs.
 type engineCosts struct {
 	gen   int // the engine generation it was read for
@@ -112,33 +108,16 @@ func (s *Service) costsFor(ctx context.Context, r conductor.Ready) {
 	}
 	s.cost = &engineCosts{gen: r.Generation, info: info, costs: c}
 	s.mu.Lock()
-	switch {
-	case containsProfile(swap.AllProfiles, info.Profile):
-		// The engine was launched in it, whether or not its cost model offers it for relaunches.
-		s.profile = info.Profile
-	case len(c.Profiles) > 0 && !containsProfile(c.Profiles, s.profile):
-		s.profile = c.Profiles[0]
-	}
+	s.profile = swap.LaunchedProfile(info.Profile, c, s.profile)
 	s.mu.Unlock()
 	var samples []swap.Sample
 	if pending > 0 {
 		samples = append(samples, swap.Sample{Relaunch: swap.Duration(pending)})
 	}
 	if info.FirstImage > 0 {
-		compile := info.FirstImage - time.Duration(info.FirstImageTokens)*c.EncodeGPU.D()
-		// A compile the driver's cache made unnecessary is still a measurement, of nearly nothing.
-		samples = append(samples, swap.Sample{Compile: swap.Duration(max(compile, time.Millisecond))})
+		samples = append(samples, swap.CompileSample(info.FirstImage, info.FirstImageTokens, c))
 	}
 	s.observeLocked(samples...)
-}
-
-func containsProfile(ps []swap.Profile, p swap.Profile) bool {
-	for _, q := range ps {
-		if q == p {
-			return true
-		}
-	}
-	return false
 }
 
 // EnsureReady starts the engine now (for front ends that serve many requests) and reads what the service keeps
@@ -220,10 +199,10 @@ func (s *Service) encodesOnCPU() bool {
 func (s *Service) measuredTextRate() float64 {
 	s.costMu.Lock()
 	defer s.costMu.Unlock()
-	if s.cost == nil || s.cost.costs.Samples["prefill_tokens_per_second"] == 0 {
+	if s.cost == nil {
 		return 0
 	}
-	return s.cost.costs.PrefillTokensPerSecond
+	return s.cost.costs.MeasuredPrefillRate()
 }
 
 // imageTokens is how many prompt tokens an image takes in this engine.
@@ -247,29 +226,10 @@ func (s *Service) tokensOf(ims []tools.Image) int {
 	return n
 }
 
-// evalSample is what one evaluation's timings measure: a prompt of text, or, when it evaluated images of
-// imageTokens tokens, their encode (the prompt's time less its text at the measured text rate, the measure of
-// docs/engine-notes.md §9). A request whose images came from the cache evaluated fewer tokens than they are, so
-// it counts as text.
+// evalSample is what one evaluation's timings measure (swap.EvalSample) on the running engine.
 func (s *Service) evalSample(tm *engine.Timings, imageTokens int, text float64) swap.Sample {
-	var smp swap.Sample
-	if tm == nil || tm.PromptN <= 0 || tm.PromptMS <= 0 {
-		return smp
+	if tm == nil {
+		return swap.Sample{}
 	}
-	if imageTokens > 0 && tm.PromptN >= imageTokens {
-		textMS := 0.0
-		if text > 0 {
-			textMS = float64(tm.PromptN-imageTokens) / text * 1000
-		}
-		if enc := tm.PromptMS - textMS; enc > 0 {
-			smp.ImageTokens = imageTokens
-			smp.Encode = swap.Duration(enc * float64(time.Millisecond))
-			smp.OnCPU = s.encodesOnCPU()
-		}
-		return smp
-	}
-	if tm.PromptN >= minPromptSample {
-		smp.PromptTokens, smp.PromptTime = tm.PromptN, swap.Duration(tm.PromptMS*float64(time.Millisecond))
-	}
-	return smp
+	return swap.EvalSample(tm.PromptN, tm.PromptMS, imageTokens, text, s.encodesOnCPU())
 }
