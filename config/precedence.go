@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/visorhq/visor/engine/launch"
+	"github.com/visorhq/visor/internal/typo"
 	"github.com/visorhq/visor/tools/toolset"
 )
 
@@ -165,6 +168,30 @@ func (c Config) Fill(s Settings, set Set, agentFile bool) {
 	if !set["db"] && c.DB != "" {
 		*s.DB = c.DB
 	}
+}
+
+// UnknownModel is the error for a --model that is neither a file nor a model the config file names, when it
+// looks meant as a name (no folder and no .gguf in it, or close to one of the names): the file check alone
+// would say only "no such file: give the path of a GGUF model file", hiding that names work at all. nil
+// otherwise.
+func (c Config) UnknownModel(model string, set Set) error {
+	if !set["model"] || model == "" || len(c.Models) == 0 || fileExists(model) {
+		return nil
+	}
+	if _, ok := c.Models[model]; ok {
+		return nil
+	}
+	names := c.Names()
+	near := typo.Nearest(model, names)
+	if near == "" && (strings.ContainsRune(model, filepath.Separator) || strings.HasSuffix(model, ".gguf")) {
+		return nil
+	}
+	hint := ""
+	if near != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	return fmt.Errorf("--model %s: no such file, nor a model named in %s%s: give a GGUF file or one of %s",
+		model, c.Path, hint, strings.Join(names, ", "))
 }
 
 // FillDefaultModel uses the config's default model when neither the command line nor a resumed session named

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/visorhq/visor/engine/launch"
@@ -24,5 +27,36 @@ func TestApplyModelAndProfile(t *testing.T) {
 	}
 	if _, _, ok := ParseProfile(Profile("", launch.Spec{Endpoint: "http://u:secret@h:1"})); ok {
 		t.Fatal("an endpoint with credentials was stored")
+	}
+}
+
+// TestUnknownModel: a --model that is no file and no name of the config, but looks like a name, is told the
+// config's names (and the one meant), not only "no such file"; a path, a file and a known name pass.
+func TestUnknownModel(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Path: "/home/me/.config/visor/config.yaml", Models: map[string]Model{"qwen": {Path: "/m/q.gguf"}, "tiny": {Path: "/m/t.gguf"}}}
+	for _, tc := range []struct {
+		model string
+		set   Set
+		want  string // "": no error
+	}{
+		{"tny", Set{"model": true}, "--model tny: no such file, nor a model named in /home/me/.config/visor/config.yaml (did you mean tiny?): give a GGUF file or one of qwen, tiny"},
+		{"llama", Set{"model": true}, "--model llama: no such file, nor a model named in /home/me/.config/visor/config.yaml: give a GGUF file or one of qwen, tiny"},
+		{"tiny", Set{"model": true}, ""},
+		{"/nope/model.gguf", Set{"model": true}, ""}, // the file check names it
+		{"model.gguf", Set{"model": true}, ""},
+		{file, Set{"model": true}, ""},
+		{"tny", Set{}, ""}, // not from the command line
+	} {
+		err := c.UnknownModel(tc.model, tc.set)
+		if got := fmt.Sprint(err); (tc.want == "") != (err == nil) || err != nil && got != tc.want {
+			t.Errorf("UnknownModel(%q, %v) = %v, want %q", tc.model, tc.set, err, tc.want)
+		}
+	}
+	if err := (Config{}).UnknownModel("tny", Set{"model": true}); err != nil {
+		t.Errorf("no config: %v", err)
 	}
 }

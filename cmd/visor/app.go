@@ -55,6 +55,9 @@ func openApp(ctx context.Context, t turn, stderr io.Writer, logger *slog.Logger)
 	}
 	set := config.FlagsSet(t.fs)
 	cfg.Fill(t.settings(), set, t.fromSpec)
+	if err := cfg.UnknownModel(t.engine.Model, set); err != nil {
+		return nil, err
+	}
 	if t.imageWindow == nil {
 		t.imageWindow = cfg.ImageWindow // an agent file's own wins
 	}

@@ -445,6 +445,20 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 		{"model is not a GGUF", func(t *testing.T) {
 			f.everywhere(t, cliFrontEnds, []string{"--model", notGGUF, "--plan", "off"}, -1, notGGUF, "not a GGUF model")
 		}},
+		{"the projector as --model, the model as --mmproj", func(t *testing.T) {
+			f.everywhere(t, []string{"ask", "run", "chat", "web", "mcp", "gateway"}, []string{"--model", f.proj}, -1,
+				"--model "+f.proj, "is a vision projector", "pass it as --mmproj")
+			f.everywhere(t, cliFrontEnds, []string{"--model", f.chat, "--mmproj", f.chat}, -1, "--mmproj "+f.chat, "is a chat model")
+		}},
+		{"a mistyped model name of the config", func(t *testing.T) {
+			cfg := f.file("names/config.yaml", "models:\n  tiny:\n    path: "+f.chat+"\n")
+			f.everywhere(t, []string{"ask", "chat", "web", "mcp"}, []string{"--config", cfg, "--model", "tny"}, -1,
+				"--model tny", "did you mean tiny?", cfg)
+			t.Run("run", func(t *testing.T) {
+				args, _ := f.command(t, "run", "name: t\nprompt: hello\n", "--config", cfg, "--model", "tny")
+				f.visor(t, nil, "", args...).expect(t, 1, "--model tny", "did you mean tiny?", cfg)
+			})
+		}},
 		{"missing projector", func(t *testing.T) {
 			f.everywhere(t, cliFrontEnds, []string{"--model", f.chat, "--mmproj", "/nope/mmproj.gguf"}, -1, "--mmproj /nope/mmproj.gguf", "no such file")
 		}},
