@@ -3,6 +3,7 @@ package swap
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +14,21 @@ const (
 	HistoryKeepAll  = "keep-all"       // every image in every request
 	HistoryDropEach = "drop-each-turn" // the last Keep images; the oldest leaves with every new one
 	HistoryWindow   = "window"         // the last Keep images; older ones leave Batch at a time (ChooseWindow)
+	// HistoryWindowAhead is the window with its cuts planned ahead (PlanCut): a cut the next images are expected to
+	// make is evaluated while the user types or the tools run, before they come.
+	HistoryWindowAhead = "window, cut planned ahead"
 )
+
+// HistoryPolicy is what SimulateHistory replays: a window (Keep 0: keep-all), and whether its cuts are planned
+// ahead.
+type HistoryPolicy struct {
+	Name   string
+	Window Window
+	// PlanCut asks PlanCut at the start of each step's wait, as the session does at a turn's end and the loop
+	// while tools run, from what earlier steps showed; when it says ahead, the conversation so far is evaluated
+	// as the next request is expected to render it.
+	PlanCut bool
+}
 
 // stubTokens is what an image's stub (agent.ImageStub) takes in the prompt.
 const stubTokens = 6
@@ -29,6 +44,10 @@ type HistoryResult struct {
 	HistoryImages Split `json:"history_images"`
 	Reeval        Split `json:"reeval"`
 	Cuts          int   `json:"cuts"`
+	// PlannedAhead is how many cuts PlanCut had evaluated ahead, and Missed how many of those the step's images
+	// did not make (the request evaluated its prompt again).
+	PlannedAhead int `json:"planned_ahead,omitempty"`
+	Missed       int `json:"missed,omitempty"`
 	// MaxCarried is the most images one request carried; LastWait the last request's engine wait.
 	MaxCarried int           `json:"max_carried"`
 	LastWait   time.Duration `json:"last_wait"`
@@ -66,9 +85,11 @@ type histSeg struct {
 func (e *histEngine) render(at time.Duration, n, d int, reeval bool) time.Duration {
 	start := max(at, e.free)
 	if d != e.cacheD {
-		// The first image newly left out is where the prompt changed: the cache holds what is before it.
+		// The first image left out under one cut and not the other is where the prompt changed: the cache holds
+		// what is before it. (A cut planned ahead that the images did not make is undone: d is then smaller.)
+		lo, hi := min(d, e.cacheD), max(d, e.cacheD)
 		for i := 0; i < e.cached; i++ {
-			if im := e.items[i].image; im > 0 && im-1 >= e.cacheD && im-1 < d {
+			if im := e.items[i].image; im > 0 && im-1 >= lo && im-1 < hi {
 				e.cached = i
 				break
 			}
@@ -108,12 +129,13 @@ func (e *histEngine) render(at time.Duration, n, d int, reeval bool) time.Durati
 	return e.free
 }
 
-// SimulateHistory replays a trace's images in profile p under an image-history policy, the window w (Keep 0:
-// keep-all). Lookahead is visor's, the same for every policy: each image is evaluated (prefilled) when it is
-// known, and that prefill renders the prompt the request will send, so a cut that moves with the image is
-// evaluated then too, hidden in the time the user goes on typing; what is left is evaluated by the request.
-// Generation is the same for every policy.
-func SimulateHistory(t Trace, c Costs, p Profile, name string, w Window) (HistoryResult, error) {
+// SimulateHistory replays a trace's images in profile p under an image-history policy. Lookahead is visor's, the
+// same for every policy: each image is evaluated (prefilled) when it is known, and that prefill renders the
+// prompt the request will send, so a cut that moves with the image is evaluated then too, hidden in the time the
+// user goes on typing; what is left is evaluated by the request. With pol.PlanCut a cut is also evaluated at the
+// start of the wait when PlanCut says so (a screenshot sent at once has no lead to hide it in). Generation is the
+// same for every policy.
+func SimulateHistory(t Trace, c Costs, p Profile, pol HistoryPolicy) (HistoryResult, error) {
 	if err := t.Validate(); err != nil {
 		return HistoryResult{}, fmt.Errorf("swap: trace %q: %w", t.Name, err)
 	}
@@ -123,15 +145,33 @@ func SimulateHistory(t Trace, c Costs, p Profile, name string, w Window) (Histor
 	if !p.Vision() {
 		return HistoryResult{}, fmt.Errorf("swap: profile %s holds no images in the prompt", p)
 	}
-	res := HistoryResult{Policy: name, Window: w}
+	w := pol.Window
+	res := HistoryResult{Policy: pol.Name, Window: w}
 	e := &histEngine{c: c, p: p, w: w, res: &res, items: []histItem{{tokens: t.SystemTokens}}}
 	end := time.Duration(0)
+	var seen []histStep // the session's earlier steps, for PlanCut
 	for _, st := range t.expand() {
 		if st.NewSession {
 			e.items, e.images, e.cached, e.cacheD = []histItem{{tokens: t.SystemTokens}}, 0, 0, 0
+			seen = nil
 		}
 		start := end
 		ready := start + st.User.D() + st.Tools.D()
+		// The images the step's prefills render the prompt for: those known so far, or the planned cut's.
+		expect := 0
+		if pol.PlanCut && w.Keep > 0 {
+			if plan := PlanCut(c, cutNeeds(w, p, e.images, seen)); plan.Ahead {
+				expect = plan.Expected
+				res.PlannedAhead++
+				if len(st.Images) < expect {
+					res.Missed++
+				}
+				d := w.Dropped(e.images + expect)
+				e.render(start, len(e.items), d, d != e.cacheD)
+			}
+		}
+		before := e.images
+		var leads []time.Duration
 		for i, im := range st.Images {
 			tokens := im.Tokens
 			if tokens == 0 {
@@ -140,12 +180,16 @@ func SimulateHistory(t Trace, c Costs, p Profile, name string, w Window) (Histor
 			e.images++
 			e.items = append(e.items, histItem{tokens: tokens, image: e.images})
 			known := max(start, ready-im.KnownAhead.D())
+			leads = append(leads, ready-known)
 			if known < ready {
-				// Prefill up to this image, rendered as a request with the images known so far would be.
-				e.render(known, len(e.items), w.Dropped(e.images), w.Dropped(e.images) != e.cacheD)
+				// Prefill up to this image, rendered as a request with the images known so far (or still
+				// expected, under a planned cut) would be.
+				d := w.Dropped(max(e.images, before+expect))
+				e.render(known, len(e.items), d, d != e.cacheD)
 			}
 			_ = i
 		}
+		seen = append(seen, histStep{images: len(st.Images), leads: leads})
 		e.items = append(e.items, histItem{tokens: st.PromptTokens})
 		d := w.Dropped(e.images)
 		first := e.render(ready, len(e.items), d, d != e.cacheD)
@@ -178,8 +222,45 @@ func SimulateHistory(t Trace, c Costs, p Profile, name string, w Window) (Histor
 	return res, nil
 }
 
-// CompareHistory replays a trace under keep-all, drop-each-turn and the window ChooseWindow picks for the
-// trace's own image leads (what a session would have measured), in profile p.
+// histStep is what a step showed of its images, for the next steps' PlanCut.
+type histStep struct {
+	images int
+	leads  []time.Duration
+}
+
+// cutNeeds is what the session asks PlanCut at a turn's end (session's cutPlanLocked): the next step is expected
+// to add as many images as the last of the four latest steps that had any, as likely as the share of those four
+// that had any, with the median lead of the latest steps' images.
+func cutNeeds(w Window, p Profile, images int, seen []histStep) CutNeeds {
+	n := CutNeeds{Window: w, Images: images, Profile: p}
+	users, with := 0, 0
+	for i := len(seen) - 1; i >= 0 && users < 4; i-- {
+		users++
+		if seen[i].images > 0 {
+			with++
+			if n.Expected == 0 {
+				n.Expected = seen[i].images
+			}
+		}
+	}
+	if n.Expected == 0 {
+		return n
+	}
+	n.Sure = float64(with) / float64(users)
+	var leads []time.Duration
+	for i := len(seen) - 1; i >= 0 && len(leads) < 4; i-- {
+		leads = append(leads, seen[i].leads...)
+	}
+	if len(leads) > 0 {
+		slices.Sort(leads)
+		n.Lead = leads[len(leads)/2]
+	}
+	return n
+}
+
+// CompareHistory replays a trace under keep-all, drop-each-turn, the window ChooseWindow picks for the trace's
+// own image leads (what a session would have measured), and that window with its cuts planned ahead, in
+// profile p.
 func CompareHistory(t Trace, c Costs, p Profile, contextTokens int) ([]HistoryResult, error) {
 	var leads []time.Duration
 	tokens, n := 0, 0
@@ -203,11 +284,9 @@ func CompareHistory(t Trace, c Costs, p Profile, contextTokens int) ([]HistoryRe
 	}
 	w := ChooseWindow(c, needs)
 	var out []HistoryResult
-	for _, x := range []struct {
-		name string
-		w    Window
-	}{{HistoryKeepAll, Window{}}, {HistoryDropEach, Window{Keep: w.Keep, Batch: 1}}, {HistoryWindow, w}} {
-		r, err := SimulateHistory(t, c, p, x.name, x.w)
+	for _, pol := range []HistoryPolicy{{Name: HistoryKeepAll}, {Name: HistoryDropEach, Window: Window{Keep: w.Keep, Batch: 1}},
+		{Name: HistoryWindow, Window: w}, {Name: HistoryWindowAhead, Window: w, PlanCut: true}} {
+		r, err := SimulateHistory(t, c, p, pol)
 		if err != nil {
 			return nil, err
 		}
@@ -221,14 +300,18 @@ func WriteHistoryTable(w io.Writer, profile Profile, rs []HistoryResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "image history in %s (with lookahead):\n", profile)
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "history\twindow\tengine wait\tlast request\thistory images exposed\tre-eval hidden\tre-eval exposed\tcuts\tmost images sent\t")
+	fmt.Fprintln(tw, "history\twindow\tengine wait\tlast request\thistory images exposed\tre-eval hidden\tre-eval exposed\tcuts\tplanned ahead (missed)\tmost images sent\t")
 	for _, r := range rs {
 		win := "—"
 		if r.Window.Keep > 0 {
 			win = fmt.Sprintf("keep %d, batch %d", r.Window.Keep, max(r.Window.Batch, 1))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Policy, win, secs(r.EngineWait), secs(r.LastWait),
-			secs(r.HistoryImages.Exposed), secs(r.Reeval.Hidden), secs(r.Reeval.Exposed), r.Cuts, r.MaxCarried)
+		ahead := "—"
+		if r.PlannedAhead > 0 {
+			ahead = fmt.Sprintf("%d (%d)", r.PlannedAhead, r.Missed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t\n", r.Policy, win, secs(r.EngineWait), secs(r.LastWait),
+			secs(r.HistoryImages.Exposed), secs(r.Reeval.Hidden), secs(r.Reeval.Exposed), r.Cuts, ahead, r.MaxCarried)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

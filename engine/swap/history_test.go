@@ -72,3 +72,72 @@ func TestChooseWindow(t *testing.T) {
 		t.Errorf("a cut always hidden: batch %d (want 1); a CPU cut never hidden: batch %d (want more)", hidden.Batch, exposed.Batch)
 	}
 }
+
+// TestPlannedCutLeavesTheCriticalPath: a cut PlanCut plans ahead is evaluated while the tools run, so on the
+// computer-use trace (every screenshot sent the moment its tool returns, no lead to hide a cut in) the window
+// with its cuts planned ahead exposes less re-evaluation and waits less than the window alone, with the same
+// cuts and no wrong guess; on the chat trace (screenshots mostly attached while the question is typed) it plans
+// nothing, and waits no more.
+func TestPlannedCutLeavesTheCriticalPath(t *testing.T) {
+	traces := loadTraces(t)
+	for name, c := range swap.Presets() {
+		p := c.Profiles[0]
+		t.Run(name, func(t *testing.T) {
+			rs, err := swap.CompareHistory(traces["computer-use-long.json"], c, p, 262144)
+			if err != nil {
+				t.Fatal(err)
+			}
+			win, ahead := rs[2], rs[3]
+			if win.Policy != swap.HistoryWindow || ahead.Policy != swap.HistoryWindowAhead || ahead.Window != win.Window {
+				t.Fatalf("policies %s (%+v), %s (%+v)", win.Policy, win.Window, ahead.Policy, ahead.Window)
+			}
+			if ahead.PlannedAhead == 0 || ahead.Missed != 0 || ahead.Cuts != win.Cuts {
+				t.Errorf("computer-use-long: %d cuts planned ahead, %d missed, %d cuts (the window alone %d): want every cut planned, none missed",
+					ahead.PlannedAhead, ahead.Missed, ahead.Cuts, win.Cuts)
+			}
+			if ahead.Reeval.Exposed >= win.Reeval.Exposed || ahead.EngineWait >= win.EngineWait {
+				t.Errorf("computer-use-long: planned ahead, re-evaluation exposed %v and engine wait %v; the window alone %v and %v",
+					ahead.Reeval.Exposed, ahead.EngineWait, win.Reeval.Exposed, win.EngineWait)
+			}
+			rs, err = swap.CompareHistory(traces["chat-40.json"], c, p, 262144)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if win, ahead := rs[2], rs[3]; ahead.EngineWait > win.EngineWait {
+				t.Errorf("chat-40: planned ahead waits %v, the window alone %v", ahead.EngineWait, win.EngineWait)
+			}
+		})
+	}
+}
+
+// TestPlannedCutMissed: when the images a cut was planned for do not come, the request sends the images the
+// plan left out and the server evaluates its prompt again from the first of them: the guess costs a
+// re-evaluation on the critical path, which the simulator charges.
+func TestPlannedCutMissed(t *testing.T) {
+	c := swap.H200Costs()
+	p := c.Profiles[0]
+	shot := []swap.TraceImage{{Tokens: 1000}}
+	tr := swap.Trace{Name: "missed", SystemTokens: 2000, Steps: []swap.Step{
+		{User: swap.Duration(10 * time.Second), PromptTokens: 100, OutputTokens: 100, Images: shot},
+		{Tools: swap.Duration(time.Second), PromptTokens: 50, OutputTokens: 100, Images: shot, Repeat: 4},
+		{Tools: swap.Duration(time.Second), PromptTokens: 50, OutputTokens: 100}, // the screenshot did not come
+	}}
+	w := swap.Window{Keep: 2, Batch: 2}
+	win, err := swap.SimulateHistory(tr, c, p, swap.HistoryPolicy{Name: swap.HistoryWindow, Window: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, err := swap.SimulateHistory(tr, c, p, swap.HistoryPolicy{Name: swap.HistoryWindowAhead, Window: w, PlanCut: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead.Missed != 1 {
+		t.Fatalf("planned %d, missed %d: want the last step's plan missed", ahead.PlannedAhead, ahead.Missed)
+	}
+	// Undone, the cut re-evaluates from the third image on: the last request waits at least for the encode of
+	// the two older images it sends again, which the window alone had in the cache.
+	if undo := ahead.LastWait - win.LastWait; undo < c.Encode(p, 2000) {
+		t.Errorf("the missed plan's request waited %v more than the window alone's: want at least the encode of two "+
+			"images (%v)", undo, c.Encode(p, 2000))
+	}
+}
