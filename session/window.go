@@ -182,6 +182,6 @@ func (s *Service) noteRequests(history, added []agent.Message) {
 	per, ok := swap.CachedImageCost(w.costs)
 	w.mu.Unlock()
 	if ok {
-		s.observe(swap.Sample{CachedImage: swap.Duration(per)})
+		s.observe(swap.Sample{CachedImage: swap.Duration(per), CachedImageFit: true})
 	}
 }

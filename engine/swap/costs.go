@@ -370,6 +370,9 @@ type Sample struct {
 	Compile      Duration `json:"compile,omitempty"`
 	// CachedImage is what each image a request carries cost it, fitted over recent requests (CachedImageCost).
 	CachedImage Duration `json:"cached_image,omitempty"`
+	// CachedImageFit marks CachedImage as such a fit, which counts at zero too: CachedImageCost answers zero when
+	// the images cost less than the requests' noise, and that is a measurement, not a missing one.
+	CachedImageFit bool `json:"cached_image_fit,omitempty"`
 }
 
 // MinAlpha is the weight a new measurement keeps once a field has several: an exponentially weighted moving
@@ -378,7 +381,8 @@ const MinAlpha = 0.2
 
 // Update folds a measurement into the cost model and returns the new model; c is not changed. A field's first
 // measurement replaces its default (a measured number beats one from another machine); later ones move it by
-// max(MinAlpha, 1/(n+1)), a running mean that becomes an EWMA. Implausible values (zero, negative) are ignored.
+// max(MinAlpha, 1/(n+1)), a running mean that becomes an EWMA. Implausible values (zero, negative) are ignored,
+// save a fitted per-image cost's zero (CachedImageFit).
 func (c Costs) Update(s Sample) Costs {
 	out := c
 	out.TokensPerSecond = maps.Clone(c.TokensPerSecond)
@@ -431,6 +435,10 @@ func (c Costs) Update(s Sample) Costs {
 	dur("swap_out", &out.SwapOut, s.SwapOut)
 	dur("relaunch", &out.Relaunch, s.Relaunch)
 	dur("pipeline_compile", &out.PipelineCompile, s.Compile)
-	dur("cached_image", &out.CachedImage, s.CachedImage)
+	if s.CachedImageFit && s.CachedImage == 0 {
+		out.CachedImage = Duration(ewma("cached_image", float64(c.CachedImage), 0))
+	} else {
+		dur("cached_image", &out.CachedImage, s.CachedImage)
+	}
 	return out
 }

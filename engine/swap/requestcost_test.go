@@ -34,6 +34,13 @@ func TestCachedImageCost(t *testing.T) {
 	if c.CachedImage.D() != ms(40) {
 		t.Errorf("the first measured per-image cost should replace the preset: %s", c.CachedImage.D())
 	}
+	if z := swap.H200Costs().Update(swap.Sample{CachedImageFit: true}); z.CachedImage != 0 || z.Samples["cached_image"] != 1 {
+		t.Errorf("a fitted per-image cost of zero (images cheaper than the noise) should replace the preset: %s from %d samples",
+			z.CachedImage.D(), z.Samples["cached_image"])
+	}
+	if z := swap.H200Costs().Update(swap.Sample{}); z.CachedImage != swap.H200Costs().CachedImage || z.Samples["cached_image"] != 0 {
+		t.Errorf("a sample without a per-image fit changed it: %s from %d samples", z.CachedImage.D(), z.Samples["cached_image"])
+	}
 	w := swap.ChooseWindow(c, swap.WindowNeeds{Profile: swap.Resident, ContextTokens: 262144})
 	if w0 := swap.ChooseWindow(swap.H200Costs(), swap.WindowNeeds{Profile: swap.Resident, ContextTokens: 262144}); w.Keep < w0.Keep {
 		t.Errorf("a cheaper measured image should keep at least as many: %+v against the preset's %+v", w, w0)
