@@ -34,12 +34,15 @@ func TestIDWhileCompacting(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	seen := map[string]bool{}
+	reading := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		once := sync.OnceFunc(func() { close(reading) })
 		for {
 			seen[sess.ID()] = true
 			_ = sess.Status()
+			once()
 			select {
 			case <-stop:
 				return
@@ -47,6 +50,9 @@ func TestIDWhileCompacting(t *testing.T) {
 			}
 		}
 	}()
+	// The turn starts once the reader has read: on a busy machine the reader's goroutine could otherwise first
+	// run after the compaction, and never see the old id.
+	<-reading
 	res, err := sess.Turn(ctx, "And now?", nil, nil)
 	close(stop)
 	wg.Wait()
