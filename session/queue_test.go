@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +55,22 @@ func (g *gate) registry(t *testing.T) *tools.Registry {
 	return reg
 }
 
+// logHook is a log handler that hands each record the service logs to the hook set last: a test acts at the
+// moment the code names, synchronously, instead of polling for it.
+type logHook struct {
+	hook *atomic.Pointer[func(slog.Record)]
+}
+
+func (h logHook) Enabled(context.Context, slog.Level) bool { return true }
+func (h logHook) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logHook) WithGroup(string) slog.Handler            { return h }
+func (h logHook) Handle(_ context.Context, r slog.Record) error {
+	if f := h.hook.Load(); f != nil {
+		(*f)(r)
+	}
+	return nil
+}
+
 // firstTimings are the timings of a turn's first request.
 func firstTimings(t *testing.T, res session.Result) *engine.Timings {
 	t.Helper()
@@ -74,7 +92,9 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{}, llamacpp.Config{Parallel: 2})
 	g := &gate{}
 	st := openStore(t)
+	var hook atomic.Pointer[func(slog.Record)]
 	svc := testkit.Service(t, srv, st, func(c *session.Config) {
+		c.Logger = slog.New(logHook{&hook})
 		c.Agent.Tools = g.registry(t)
 		c.Slots, c.ServerSlots = 1, 2
 		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
@@ -192,6 +212,24 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	}
 	defer c.Close()
 	cctx, cancel := context.WithCancel(ctx)
+	// The client leaves the moment the queue starts its prefill (logged before the prefill's goroutine runs):
+	// canceled any later, a prefill that finished first on a busy machine would be carried out and its notice
+	// reach the request, whichever way the code handled a client that left.
+	prefilling := make(chan struct{})
+	started := sync.OnceFunc(func() { cancel(); close(prefilling) })
+	leave := func(r slog.Record) {
+		if r.Message != "prefilling a queued turn" {
+			return
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "session" && a.Value.String() == c.ID() {
+				started()
+				return false
+			}
+			return true
+		})
+	}
+	hook.Store(&leave)
 	cDone := make(chan error, 1)
 	go func() {
 		_, err := c.Turn(cctx, question, []tools.Image{{MIME: "image/png", Data: testkit.PNG(t, 20, 28)}}, func(ev agent.Event) {
@@ -201,15 +239,13 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 		})
 		cDone <- err
 	}()
-	for svc.Lookahead().Waiting == 0 {
-		select {
-		case err := <-cDone:
-			t.Fatalf("the third turn did not queue: %v", err)
-		case <-time.After(time.Millisecond):
-		}
+	err = <-cDone
+	select {
+	case <-prefilling: // the queue started its prefill when it queued it: a running turn's tool is executing
+	default:
+		t.Fatalf("the third turn returned %v without its prefill starting", err)
 	}
-	cancel() // the queue started its prefill when it queued it: a running turn's tool is executing
-	if err := <-cDone; !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("the canceled queued turn returned %v, want context.Canceled", err)
 	}
 	if la := svc.Lookahead(); la.Waiting != 0 || la.Running != 1 {
