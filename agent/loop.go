@@ -368,17 +368,17 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 	if refuse == "" {
 		expect = a.cutAhead(ctx, step, msgs, asst, &ahead, emit)
 	}
-	exec := func(i int) {
+	call := func(i int) (tools.Result, time.Duration) {
 		c := asst.ToolCalls[i]
 		emit(ToolCallStarted{Step: step, Call: c})
 		t0 := time.Now()
-		var res tools.Result
 		if refuse != "" {
-			res = tools.Result{Text: refuse, IsError: true}
-		} else {
-			res = a.cfg.ToolImages.take(a.cfg.Tools.Call(ctx, c.Name, c.Arguments), taken)
+			return tools.Result{Text: refuse, IsError: true}, time.Since(t0)
 		}
-		d := time.Since(t0)
+		return a.cfg.ToolImages.take(a.cfg.Tools.Call(ctx, c.Name, c.Arguments), taken), time.Since(t0)
+	}
+	finish := func(i int, res tools.Result, d time.Duration) {
+		c := asst.ToolCalls[i]
 		emit(ToolCallFinished{Step: step, Call: c, Result: res, Duration: d})
 		results[i] = Message{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: res.Text, Images: res.Images,
 			IsError: res.IsError}
@@ -395,9 +395,12 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				exec(i)
+				res, d := call(i)
+				// The finish event and the place among the results in one hold of the lock: the results are
+				// in the order their events were emitted, which is what a consumer (and a test) can see.
 				mu.Lock()
 				defer mu.Unlock()
+				finish(i, res, d)
 				finished = append(finished, i)
 				arrived += len(results[i].Images)
 				if len(results[i].Images) > 0 && len(finished) < len(asst.ToolCalls) &&
@@ -426,7 +429,8 @@ func (a *Agent) runCalls(ctx context.Context, step int, msgs []Message, asst Mes
 				runs[i] = ToolRun{Call: asst.ToolCalls[i], Result: tools.Result{Text: results[i].Content, IsError: true}}
 				continue
 			}
-			exec(i)
+			res, d := call(i)
+			finish(i, res, d)
 		}
 	}
 	// The step's next request starts with what the prefills evaluated: it waits for them.

@@ -69,7 +69,11 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 			var mu sync.Mutex
 			running, maxRunning := 0, 0
 			var order []string
-			mk := func(name string, d time.Duration) tools.Tool {
+			// Run at once, slow_b finishes first by construction, not by its shorter sleep: it returns once
+			// slow_a is running, and slow_a once the loop has reported slow_b finished. One after another, each
+			// sleeps, long enough that a loop running them at once would be seen doing it.
+			aRunning, bFinished := make(chan struct{}), make(chan struct{})
+			mk := func(name string, d time.Duration, wait <-chan struct{}, started chan struct{}) tools.Tool {
 				opts := []tools.Option{}
 				if parallel {
 					opts = append(opts, tools.Parallel())
@@ -79,7 +83,20 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 					running++
 					maxRunning = max(maxRunning, running)
 					mu.Unlock()
-					time.Sleep(d)
+					if !parallel {
+						time.Sleep(d)
+					} else {
+						if started != nil {
+							close(started)
+						}
+						select {
+						case <-wait:
+						case <-ctx.Done():
+							return "", ctx.Err()
+						case <-time.After(time.Minute): // only a loop that ran the calls one after another waits this long
+							return "", fmt.Errorf("%s waited a minute for the other call: they did not run at once", name)
+						}
+					}
 					mu.Lock()
 					running--
 					order = append(order, name)
@@ -88,9 +105,8 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 				}, opts...)
 			}
 			reg := tools.NewRegistry()
-			// slow_b finishes first when both run at once.
-			register(t, reg, mk("slow_a", 250*time.Millisecond))
-			register(t, reg, mk("slow_b", 50*time.Millisecond))
+			register(t, reg, mk("slow_a", 250*time.Millisecond, bFinished, aRunning))
+			register(t, reg, mk("slow_b", 50*time.Millisecond, aRunning, nil))
 			a, err := agent.New(agent.Config{Model: engine.NewClient(hs.URL, ""), Tools: reg, ParallelToolCalls: true})
 			if err != nil {
 				t.Fatal(err)
@@ -105,6 +121,9 @@ func TestLoopRunsParallelCallsConcurrently(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond) // widen the window an unserialised emit would be caught in
 				rec.emit(ev)
+				if f, ok := ev.(agent.ToolCallFinished); ok && f.Call.Name == "slow_b" && parallel {
+					close(bFinished)
+				}
 				inside.Add(-1)
 			})
 			if overlaps.Load() != 0 {
