@@ -19,7 +19,9 @@ import (
 	_ "image/gif" // the formats llama-server's image loader (stb_image) decodes
 	_ "image/jpeg"
 	"image/png"
+	"io/fs"
 	"os"
+	"strings"
 
 	_ "golang.org/x/image/bmp"
 	"golang.org/x/image/draw"
@@ -167,10 +169,20 @@ func (l Limits) Read(path string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("%w: %s more than the %s allowed: send a smaller or downscaled %s file", ErrTooLarge,
 			size, mib(l.maxBytes()), Formats)
+	case err != nil && isURL(path):
+		// The shell had no file by that name; the model's view_image may be handed a link too.
+		return nil, fmt.Errorf("%w: it is a URL, and visor reads image files: download it first (curl -o shot.png URL) and give the file", ErrUnreadable)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: no such file: check the path", ErrUnreadable)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
 	return data, nil
+}
+
+func isURL(path string) bool {
+	p := strings.ToLower(path)
+	return strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://")
 }
 
 // mib shows a byte count as people read limits: "20 MiB", "20.5 MiB", or bytes when small.

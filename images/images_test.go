@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -258,6 +259,24 @@ func TestReadHeaderNeverPanics(t *testing.T) {
 	for _, b := range [][]byte{webpLossless(5, 5), riff("VP8X", make([]byte, 10)), pngOf(t, 3, 3)} {
 		for i := range b {
 			_, _ = images.ReadHeader(b[:i])
+		}
+	}
+}
+
+// TestReadFileSaysWhatToDo: a missing file and a URL (a screenshot's link pasted as --image, or handed to
+// view_image) are told what to do, not only what stat said.
+func TestReadFileSaysWhatToDo(t *testing.T) {
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(t.TempDir(), "shot.png"), "image file cannot be read: no such file: check the path"},
+		{"https://example.com/shot.png", "it is a URL, and visor reads image files: download it first (curl -o shot.png URL)"},
+		{"HTTP://example.com/a.png", "it is a URL"},
+	} {
+		_, err := images.Limits{}.ReadFile(c.path)
+		if !errors.Is(err, images.ErrUnreadable) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ReadFile(%s) = %v, want %q", c.path, err, c.want)
+		}
+		if strings.Contains(fmt.Sprint(err), "stat ") {
+			t.Errorf("ReadFile(%s) = %v: stat's words, not the user's", c.path, err)
 		}
 	}
 }

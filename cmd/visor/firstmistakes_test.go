@@ -734,6 +734,15 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 			r := f.visor(t, nil, "/image /nope/shot.png\n/quit\n", "chat", "--model", f.chat, "--mmproj", f.proj, "--no-store")
 			r.expect(t, 0, "/image /nope/shot.png", "no such file")
 		}},
+		{"a URL as the image", func(t *testing.T) {
+			url := "https://example.com/shot.png"
+			for _, fe := range []string{"ask", "run"} {
+				args, _ := f.command(t, fe, "", "--model", f.chat, "--mmproj", f.proj, "--image", url, "--no-store")
+				f.visor(t, nil, "", args...).expect(t, 1, "--image "+url, "is a URL", "download it first")
+			}
+			r := f.visor(t, nil, "/image "+url+"\n/quit\n", "chat", "--model", f.chat, "--mmproj", f.proj, "--no-store")
+			r.expect(t, 0, "/image "+url, "is a URL", "download it first")
+		}},
 		{"a huge image (too many pixels)", func(t *testing.T) {
 			data, _ := os.ReadFile(bomb)
 			f.images(t, bomb, data, "too many pixels", "downscale it")
