@@ -135,6 +135,7 @@ type model struct {
 	status    Status
 
 	picker *picker
+	light  bool // the terminal's background is light
 }
 
 type picker struct {
@@ -194,7 +195,9 @@ func (m *model) loadHistory(h []agent.Message) {
 	m.recallIdx = len(m.recall)
 }
 
-func (m *model) Init() tea.Cmd { return tea.Batch(textarea.Blink, tick()) }
+// Init asks the terminal for its background: the input's and the answers' colours are chosen for a dark one
+// until it answers (a light one showed answers in light grey on white, and the input on a black bar).
+func (m *model) Init() tea.Cmd { return tea.Batch(textarea.Blink, tick(), tea.RequestBackgroundColor) }
 
 func tick() tea.Cmd {
 	return tea.Tick(100*time.Millisecond, func(time.Time) tea.Msg { return tickMsg{} })
@@ -216,6 +219,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.layout()
 		m.dirty = true
+		return m, nil
+	case tea.BackgroundColorMsg:
+		m.setLight(!msg.IsDark())
 		return m, nil
 	case tickMsg:
 		m.status = m.b.Status()
@@ -561,12 +567,23 @@ var (
 	foldedMarker = " ▸ ctrl+o"
 )
 
+// setLight styles the input and the answers' markdown for a light (or dark) background, rendering every answer
+// again.
+func (m *model) setLight(light bool) {
+	if light == m.light {
+		return
+	}
+	m.light = light
+	m.input.SetStyles(textarea.DefaultStyles(!light))
+	m.md, m.dirty = nil, true
+}
+
 // refresh renders the transcript into the viewport.
 func (m *model) refresh() {
 	m.dirty = false
 	w := max(20, m.width)
 	if m.md == nil || m.mdWidth != w {
-		r, err := glamour.NewTermRenderer(glamour.WithStandardStyle("dark"), glamour.WithWordWrap(w-4))
+		r, err := glamour.NewTermRenderer(glamour.WithStandardStyle(map[bool]string{false: "dark", true: "light"}[m.light]), glamour.WithWordWrap(w-4))
 		if err == nil {
 			m.md, m.mdWidth = r, w
 			for i := range m.entries {
