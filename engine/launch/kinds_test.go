@@ -1,11 +1,13 @@
 package launch_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/visorhq/visor/engine/gguf"
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/internal/testmodel"
 )
@@ -35,6 +37,7 @@ func TestValidateRefusesTheWrongKindOfFile(t *testing.T) {
 		{"the two swapped", proj, chat, "--mmproj " + chat + ": is a chat model (architecture "},
 		{"the chat model as the projector", chat, chat, "--mmproj " + chat + ": is a chat model"},
 		{"a text file as the projector", chat, notes, "--mmproj " + notes + ": not a GGUF file"},
+		{"a text file as the model", notes, "", "--model " + notes + ": not a GGUF model file"},
 	} {
 		err := launch.Spec{Model: c.model, Projector: c.proj, Server: server, Slots: 1, Plan: "off"}.Validate()
 		if c.want == "" {
@@ -45,6 +48,10 @@ func TestValidateRefusesTheWrongKindOfFile(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v\nwant %q", c.name, err, c.want)
+		}
+		// A file that is no GGUF keeps the reader's error, so a caller can tell it from an I/O failure.
+		if strings.Contains(c.want, "not a GGUF") && !errors.Is(err, gguf.ErrFormat) {
+			t.Errorf("%s: %v does not wrap gguf.ErrFormat", c.name, err)
 		}
 	}
 }

@@ -187,7 +187,7 @@ func (k Key) ID() string {
 func checkModel(flagName, path string, ctx int) error {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return fmt.Errorf("%s %s: not a GGUF model file (%v): give the path of a .gguf model", flagName, path, err)
+		return fmt.Errorf("%s %s: not a GGUF model file (%w): give the path of a .gguf model", flagName, path, err)
 	}
 	if f.Arch() == projectorArch {
 		// llama-server would load it for seconds and then say only "CLIP cannot be used as main model".
@@ -209,7 +209,7 @@ const projectorArch = "clip"
 func checkProjector(flagName, path string) error {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return fmt.Errorf("%s %s: not a GGUF file (%v): give the model's vision projector (mmproj-*.gguf)", flagName, path, err)
+		return fmt.Errorf("%s %s: not a GGUF file (%w): give the model's vision projector (mmproj-*.gguf)", flagName, path, err)
 	}
 	if arch := f.Arch(); arch != projectorArch {
 		return fmt.Errorf("%s %s: is a chat model (architecture %s), not a vision projector: give the model's mmproj-*.gguf (a chat model goes in --model)", flagName, path, arch)
