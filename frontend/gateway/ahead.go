@@ -40,7 +40,7 @@ func checkImages(body []byte, lim images.Limits, seen *checkedImages) error {
 			data, derr := base64.StdEncoding.DecodeString(payload)
 			switch {
 			case derr != nil:
-				err = fmt.Errorf("%s: the image's data URL is not valid base64 (%v): send data:image/png;base64,<the file's bytes>", where, derr)
+				err = fmt.Errorf("%s: the image's data URL is not valid base64 (%w): send data:image/png;base64,<the file's bytes>", where, derr)
 			default:
 				if _, cerr := lim.Check(data); cerr != nil {
 					err = fmt.Errorf("%s: %w", where, cerr)

@@ -463,7 +463,7 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, md Model, re
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	if g.cfg.Recorder != nil && req.path == chatPath {
-		g.record(req, b)
+		g.record(r.Context(), req, b)
 	}
 	return http.StatusOK
 }
@@ -496,7 +496,7 @@ func (g *Gateway) retryUnparsed(w http.ResponseWriter, r *http.Request, md Model
 	rep := &repairer{g: g, model: md.Name, format: f, req: req}
 	b = newRenamer(w, req.model).whole(rep.whole(b, "parse_error"))
 	if g.cfg.Recorder != nil {
-		defer g.record(req, b)
+		defer g.record(r.Context(), req, b)
 	}
 	if req.stream {
 		w.Header().Set("Content-Type", "text/event-stream")

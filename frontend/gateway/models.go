@@ -28,7 +28,7 @@ type modelInfo struct {
 	Inflight       int      `json:"inflight"`
 }
 
-func (g *Gateway) info(name string) modelInfo {
+func (g *Gateway) info(ctx context.Context, name string) modelInfo {
 	md := g.byName[name]
 	caps := []string{"chat", "completion", "tools"}
 	if md.Vision {
@@ -49,7 +49,7 @@ func (g *Gateway) info(name string) modelInfo {
 	if n := md.Ctx; n > 0 {
 		mi.ContextLen = &n
 	} else if st.State == "loaded" && !md.Remote {
-		g.readCtx(context.Background(), name)
+		g.readCtx(ctx, name)
 		if n := int(g.ctxSeen(name)); n > 0 {
 			mi.ContextLen = &n
 		}
@@ -61,13 +61,13 @@ func (g *Gateway) info(name string) modelInfo {
 	return mi
 }
 
-func (g *Gateway) models(w http.ResponseWriter, _ *http.Request) {
+func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Object string      `json:"object"`
 		Data   []modelInfo `json:"data"`
 	}{Object: "list", Data: []modelInfo{}}
 	for _, n := range g.names {
-		out.Data = append(out.Data, g.info(n))
+		out.Data = append(out.Data, g.info(r.Context(), n))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -79,7 +79,7 @@ func (g *Gateway) model(w http.ResponseWriter, r *http.Request) {
 		g.unknownModel(w, r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, g.info(name))
+	writeJSON(w, http.StatusOK, g.info(r.Context(), name))
 }
 
 // resolve turns a requested name or alias into the configured name.
@@ -108,13 +108,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // running is GET /v1/visor/running: the models loaded or loading now.
-func (g *Gateway) running(w http.ResponseWriter, _ *http.Request) {
+func (g *Gateway) running(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Object string      `json:"object"`
 		Data   []modelInfo `json:"data"`
 	}{Object: "list", Data: []modelInfo{}}
 	for _, n := range g.names {
-		if mi := g.info(n); mi.State == "loaded" || mi.State == "loading" {
+		if mi := g.info(r.Context(), n); mi.State == "loaded" || mi.State == "loading" {
 			out.Data = append(out.Data, mi)
 		}
 	}
@@ -133,7 +133,7 @@ func (g *Gateway) load(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, "server_error", "engine_unavailable", "", "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g.info(name))
+	writeJSON(w, http.StatusOK, g.info(r.Context(), name))
 }
 
 // unload is POST /v1/visor/models/{id}/unload: stops the model's engine once its requests have finished.
@@ -151,7 +151,7 @@ func (g *Gateway) unload(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, "server_error", "", "", "unloading %q: %v", name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g.info(name))
+	writeJSON(w, http.StatusOK, g.info(r.Context(), name))
 }
 
 // ready notes that a model's engine answered at url, where /v1/models may read its context length.

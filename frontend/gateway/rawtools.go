@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 )
 
-// record hands a complete answer to the Recorder.
-func (g *Gateway) record(req request, b []byte) {
+// record hands a complete answer to the Recorder. The answer has been sent, so a client that hangs up now must
+// not cancel its storage: the Recorder gets the request's values without its cancellation.
+func (g *Gateway) record(ctx context.Context, req request, b []byte) {
 	var resp struct {
 		Choices []struct {
 			Message      wireMessage `json:"message"`
@@ -24,5 +25,5 @@ func (g *Gateway) record(req request, b []byte) {
 	for _, wc := range calls {
 		x.ToolCalls = append(x.ToolCalls, ToolCall{ID: wc.ID, Name: wc.Function.Name, Arguments: wc.Function.Arguments})
 	}
-	g.cfg.Recorder.Record(context.Background(), x)
+	g.cfg.Recorder.Record(context.WithoutCancel(ctx), x)
 }

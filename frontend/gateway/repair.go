@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -469,5 +468,3 @@ func (rp *repairer) replayAsStream(w io.Writer, b []byte) {
 	fin := resp.Choices[0].FinishReason
 	_ = st.writeChunk(d, nil) && st.writeChunk(outDelta{}, &fin) && st.write([]byte("data: [DONE]\n\n"))
 }
-
-var errNoMessages = errors.New("messages must be an array of {role, content} objects")
