@@ -189,7 +189,7 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 	for i, im := range in.Images {
 		data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(im.Data))
 		if err != nil {
-			return nil, AskOutput{}, fmt.Errorf("images[%d].data is not valid base64 (%v): send the image file's bytes in "+
+			return nil, AskOutput{}, fmt.Errorf("images[%d].data is not valid base64 (%w): send the image file's bytes in "+
 				"standard base64, without a data: URL prefix", i, err)
 		}
 		img, err := svc.CheckImage(data)
