@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/visorhq/visor/agent"
@@ -267,10 +268,16 @@ func (s *Session) prefillRun(ctx context.Context, r conductor.Ready, p llamacpp.
 		}
 	}
 	took := time.Since(start)
+	id := s.ID()
+	if job.expect > 0 && errors.Is(err, agent.ErrNothingToPrefill) {
+		// The cut leaves no earlier image to re-evaluate: the shortened prompt's text is cheap in the next
+		// request itself. Nothing failed (every screenshot example logged it as a warning).
+		svc.cfg.Logger.Debug("the image window's cut leaves no image to re-evaluate", "session", id)
+		return chainEvent{kind: evPrefilled}
+	}
 	s.mu.Lock()
 	job.note.runs = append(job.note.runs, prefillRun{images: job.images, start: start, took: took, err: err})
 	s.mu.Unlock()
-	id := s.ID()
 	if err != nil {
 		svc.cfg.Logger.Warn("prefill failed; the images will be encoded with the next request", "session", id, "err", err)
 		svc.recordPrefillFailed(id, job.images, took, err)

@@ -77,6 +77,11 @@ func TestExamplesValidateAndRunOnTheTinyModel(t *testing.T) {
 			if err != nil || strings.TrimSpace(out) == "" {
 				t.Errorf("visor run %s --model tiny: %v\nstdout %q\nstderr %s", ex, err, out, errOut)
 			}
+			// What a newcomer who copies an example sees: a run that went well logs no warning (every
+			// screenshot example logged "prefill failed" for an image window cut that had nothing to do).
+			if strings.Contains(errOut, "level=WARN") || strings.Contains(errOut, "level=ERROR") {
+				t.Errorf("visor run %s logs a warning on a good run:\n%s", ex, errOut)
+			}
 		})
 	}
 
