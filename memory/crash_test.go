@@ -193,13 +193,24 @@ func TestCrashLosesAtMostTheStepInFlight(t *testing.T) {
 			p.cmd.Process.Kill()
 			t.Fatal("helper did not start")
 		}
-		// Kill somewhere in the first few dozen steps, at a random moment that can fall inside a commit.
+		// Kill somewhere in the first few steps, at a random moment that can fall inside a commit: after 0 to 2
+		// commits the writer reported (counted, not timed: a loaded machine writes slower than the sleep below
+		// assumes, and then every kill came before the first commit), then 0 to 120 ms on.
+		seen := 0
+		for seen < i%3 {
+			n, ok := <-p.committed
+			if !ok {
+				p.cmd.Wait()
+				t.Fatalf("%s: the writer exited after %d commits: %s", tag, seen, p.cmd.Stderr)
+			}
+			seen = n
+		}
 		time.Sleep(time.Duration(rng.IntN(120_000)) * time.Microsecond)
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		p.cmd.Wait()
-		committed := p.lastCommitted()
+		committed := max(seen, p.lastCommitted())
 		steps := checkSteps(t, path, id, tag, committed)
 		if steps > committed+1 {
 			t.Fatalf("%s: %d steps in the file, but the writer only got to step %d", tag, steps, committed+1)
