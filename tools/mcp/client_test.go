@@ -188,10 +188,11 @@ func TestStdioSubprocessRestartsAndCloses(t *testing.T) {
 	}
 
 	// Killed between calls: the next call restarts the server and succeeds.
+	down := mcp.Down(c)
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let the client read EOF from the dead process
+	<-down // the client has read EOF from the dead process
 	second := pidOf(t, reg)
 	if second == first {
 		t.Fatal("no new process after the server was killed")
