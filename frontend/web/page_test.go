@@ -282,17 +282,18 @@ func TestPageOnAPhoneInDarkMode(t *testing.T) {
 	a.explain = ""
 	a.mu.Unlock()
 	navRight := `document.querySelector("nav").getBoundingClientRect().right`
-	// openList opens the chat list and waits for its slide to end, so that clicks land where the items rest.
+	// openList opens the chat list and waits for its slide to end, so that clicks land where the items rest: the
+	// slide is over when the nav is out and its transition has ended (getAnimations flushes the style, so a slide
+	// just started is listed). Two equal positions 50 ms apart were not enough: a browser starved on a busy
+	// machine paints no frame for longer than that mid-slide.
+	settled := `(() => { const n = document.querySelector("nav"); return n.getAnimations().length === 0 && n.getBoundingClientRect().right > 0 })()`
 	openList := func() {
 		t.Helper()
 		steps(t, tctx, chromedp.Click("button#menu"))
-		prev := -1.0
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			r := eval[float64](t, tctx, navRight)
-			if r > 0 && r == prev {
+			if eval[bool](t, tctx, settled) {
 				return
 			}
-			prev = r
 		}
 		t.Fatal("the chat list did not open")
 	}
