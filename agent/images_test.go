@@ -1,18 +1,15 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"hash/crc32"
-	"image"
-	"image/png"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine"
+	"github.com/visorhq/visor/internal/testimage"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/tools"
 )
 
@@ -48,42 +45,6 @@ func (r *requests) last() (imageParts int, toolContents []string) {
 	return imageParts, toolContents
 }
 
-func pngOf(t *testing.T, w, h, seed int) []byte {
-	t.Helper()
-	m := image.NewRGBA(image.Rect(0, 0, w, h))
-	for i := range m.Pix {
-		m.Pix[i] = byte(i*7 + seed)
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, m); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// bombPNG is a valid PNG header claiming w×h pixels and no pixel data.
-func bombPNG(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 6
-	for _, c := range []struct {
-		typ  string
-		data []byte
-	}{{"IHDR", ihdr}, {"IEND", nil}} {
-		_ = binary.Write(&b, binary.BigEndian, uint32(len(c.data)))
-		b.WriteString(c.typ)
-		b.Write(c.data)
-		_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(append([]byte(c.typ), c.data...)))
-	}
-	return b.Bytes()
-}
-
-// webp1x1 is a real lossless WebP, which llama-server's loader cannot decode.
-var webp1x1 = []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00")
-
 type noArgs struct{}
 
 // TestToolImagesPassIntake runs a tool returning each kind of image a tool (an MCP server, a file the model
@@ -92,10 +53,10 @@ type noArgs struct{}
 // a tool returning an image and no text still sends a tool message with content, which llama-server requires.
 func TestToolImagesPassIntake(t *testing.T) {
 	srv := tiny(t)
-	good := pngOf(t, 16, 16, 0)
+	good := testkit.SeededPNG(t, 16, 16, 0)
 	thousand := make([]tools.Image, 1000)
 	for i := range thousand {
-		thousand[i] = tools.Image{MIME: "image/png", Data: pngOf(t, 8, 8, i)}
+		thousand[i] = tools.Image{MIME: "image/png", Data: testkit.SeededPNG(t, 8, 8, i)}
 	}
 	cases := []struct {
 		name   string
@@ -104,15 +65,15 @@ func TestToolImagesPassIntake(t *testing.T) {
 		isErr  bool     // the result the model reads is an error
 		says   []string // in the result's text
 	}{
-		{"webp", tools.Result{Images: []tools.Image{{MIME: "image/webp", Data: webp1x1}}}, 0, true,
+		{"webp", tools.Result{Images: []tools.Image{{MIME: "image/webp", Data: testimage.WebP()}}}, 0, true,
 			[]string{"image 1", "WebP, which llama-server cannot decode", "convert it to a PNG"}},
-		{"bomb", tools.Result{Text: "a huge one", Images: []tools.Image{{MIME: "image/png", Data: bombPNG(20000, 20000)}}}, 0, true,
+		{"bomb", tools.Result{Text: "a huge one", Images: []tools.Image{{MIME: "image/png", Data: testimage.BombPNG(20000, 20000)}}}, 0, true,
 			[]string{"a huge one", "20000×20000", "downscale it"}},
 		{"corrupt, mislabelled", tools.Result{Images: []tools.Image{{MIME: "image/png", Data: []byte("<html>not a png</html>")}}}, 0, true,
 			[]string{"not an image visor accepts", "text/html"}},
 		{"a thousand", tools.Result{Text: "frames", Images: thousand}, 8, true,
 			[]string{"images 9–1000", "at most 8 images", "The other 8 images are shown."}},
-		{"one good, one webp", tools.Result{Images: []tools.Image{{MIME: "image/png", Data: good}, {MIME: "image/webp", Data: webp1x1}}}, 1, true,
+		{"one good, one webp", tools.Result{Images: []tools.Image{{MIME: "image/png", Data: good}, {MIME: "image/webp", Data: testimage.WebP()}}}, 1, true,
 			[]string{"image 2", "WebP", "The other image is shown."}},
 		{"image only", tools.Result{Images: []tools.Image{{MIME: "image/jpeg", Data: good}}}, 1, false, nil},
 		{"nothing", tools.Result{}, 0, false, nil},

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/image/bmp"
 
 	"github.com/visorhq/visor/images"
+	"github.com/visorhq/visor/internal/testimage"
 	"github.com/visorhq/visor/internal/testkit"
 )
 
@@ -55,7 +56,7 @@ func TestCheck(t *testing.T) {
 		{"truncated", good[:len(good)/2], images.Limits{}, images.ErrCorrupt},
 		{"corrupt", append(append([]byte(nil), good[:40]...), bytes.Repeat([]byte{0xff}, 200)...), images.Limits{}, images.ErrCorrupt},
 		{"oversized", good, images.Limits{MaxBytes: 100}, images.ErrTooLarge},
-		{"bomb", testkit.BombPNG(100000, 100000), images.Limits{}, images.ErrTooBig},
+		{"bomb", testimage.BombPNG(100000, 100000), images.Limits{}, images.ErrTooBig},
 		{"too many pixels", good, images.Limits{MaxPixels: 100}, images.ErrTooBig},
 	}
 	for _, c := range cases {
@@ -113,7 +114,7 @@ func FuzzCheck(f *testing.F) {
 	var b bytes.Buffer
 	_ = png.Encode(&b, image.NewGray(image.Rect(0, 0, 4, 4)))
 	f.Add(b.Bytes())
-	f.Add(testkit.BombPNG(1<<20, 1<<20))
+	f.Add(testimage.BombPNG(1<<20, 1<<20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		im, err := images.Limits{MaxPixels: 1 << 20}.Check(data)
 		if err == nil && (im.Width*im.Height > 1<<20 || !bytes.Equal(im.Data, data)) {
@@ -227,7 +228,7 @@ func TestReadHeader(t *testing.T) {
 		{"png", pngOf(t, 32, 24), "png", 32, 24, nil},
 		{"jpeg", jb.Bytes(), "jpeg", 10, 4, nil},
 		{"bmp", bm.Bytes(), "bmp", 8, 6, nil},
-		{"bomb", testkit.BombPNG(20000, 20000), "png", 20000, 20000, nil},
+		{"bomb", testimage.BombPNG(20000, 20000), "png", 20000, 20000, nil},
 		{"webp lossy", riff("VP8 ", lossy), "webp", 1920, 1080, nil},
 		{"webp lossless", webpLossless(300, 17), "webp", 300, 17, nil},
 		{"webp extended", riff("VP8X", append(ext, make([]byte, 8)...)), "webp", 4096, 576, nil},

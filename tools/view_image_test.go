@@ -2,9 +2,6 @@ package tools
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/binary"
-	"hash/crc32"
 	"image"
 	"image/color"
 	"image/gif"
@@ -13,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/visorhq/visor/internal/testimage"
 )
 
 func testImage(w, h int) image.Image {
@@ -30,22 +29,17 @@ func pngBytes(t *testing.T, w, h int) []byte {
 	return b.Bytes()
 }
 
-// A 1x1 lossless WebP (the one browser feature tests use); the standard library cannot encode WebP.
-const webp1x1 = "UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA=="
-
 func TestViewImage(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	var jb, gb bytes.Buffer
 	must(t, jpeg.Encode(&jb, testImage(32, 16), nil))
 	must(t, gif.Encode(&gb, testImage(8, 8), nil))
-	webp, err := base64.StdEncoding.DecodeString(webp1x1)
-	must(t, err)
 	pngData := pngBytes(t, 64, 48)
 	files := map[string][]byte{
-		"shot.png": pngData, "photo.jpg": jb.Bytes(), "anim.gif": gb.Bytes(), "tiny.webp": webp,
+		"shot.png": pngData, "photo.jpg": jb.Bytes(), "anim.gif": gb.Bytes(), "tiny.webp": testimage.WebP(),
 		"misnamed.jpg": pngData, "notes.png": []byte("just text"), "broken.png": pngData[:20],
-		"bomb.png": bombPNG(20000, 20000),
+		"bomb.png": testimage.BombPNG(20000, 20000),
 	}
 	for n, b := range files {
 		must(t, os.WriteFile(filepath.Join(root, n), b, 0o644))
@@ -74,25 +68,4 @@ func TestViewImage(t *testing.T) {
 	mustFail(t, call(t, r, ViewImageName, map[string]any{"path": "broken.png"}), "broken.png", "corrupt")
 	mustFail(t, call(t, r, ViewImageName, map[string]any{"path": "tiny.webp"}), "tiny.webp", "WebP, which llama-server cannot decode", "convert it")
 	mustFail(t, call(t, r, ViewImageName, map[string]any{"path": "bomb.png"}), "bomb.png", "20000×20000", "downscale")
-}
-
-// bombPNG is a valid PNG header claiming w×h pixels with no pixel data (internal/testkit.BombPNG, which this
-// package cannot import).
-func bombPNG(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 6
-	for _, c := range []struct {
-		typ  string
-		data []byte
-	}{{"IHDR", ihdr}, {"IEND", nil}} {
-		_ = binary.Write(&b, binary.BigEndian, uint32(len(c.data)))
-		b.WriteString(c.typ)
-		b.Write(c.data)
-		_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(append([]byte(c.typ), c.data...)))
-	}
-	return b.Bytes()
 }

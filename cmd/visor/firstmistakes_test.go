@@ -21,6 +21,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testimage"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
@@ -422,8 +423,8 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 	t.Setenv("VISOR_FIRST_HOUR_KEY", "")
 	os.Unsetenv("VISOR_FIRST_HOUR_KEY")
 	shot := testkit.WritePNG(t, filepath.Join(f.dir, "shot.png"), 96, 64, 1)
-	webp := f.file("shot.webp", string(webp1x1))
-	bomb := f.file("bomb.png", string(testkit.BombPNG(60000, 60000)))
+	webp := f.file("shot.webp", string(testimage.WebP()))
+	bomb := f.file("bomb.png", string(testimage.BombPNG(60000, 60000)))
 	rows := []struct {
 		name string
 		test func(t *testing.T)
@@ -724,7 +725,7 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 			}
 		}},
 		{"a WebP screenshot", func(t *testing.T) {
-			f.images(t, webp, webp1x1, "WebP", "convert it to a PNG")
+			f.images(t, webp, testimage.WebP(), "WebP", "convert it to a PNG")
 		}},
 		{"a missing image file", func(t *testing.T) {
 			for _, fe := range []string{"ask", "run"} {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testimage"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
@@ -575,7 +576,7 @@ func TestImageIntakeInEveryFrontEnd(t *testing.T) {
 		"corrupt":   {corrupt, "corrupt"},
 		"truncated": {good[:len(good)-30], "corrupt or truncated"},
 		"oversized": {append(append([]byte(nil), good...), make([]byte, 21<<20)...), "20 MiB"},
-		"bomb":      {testkit.BombPNG(60000, 60000), "too many pixels"},
+		"bomb":      {testimage.BombPNG(60000, 60000), "too many pixels"},
 		"not image": {[]byte("GIF? no, a text file"), "not an image"},
 	}
 	for _, fe := range frontEnds {
@@ -656,9 +657,6 @@ func TestToolsThatNeedPermissionInEveryFrontEnd(t *testing.T) {
 	}
 }
 
-// webp1x1 is a real lossless WebP: browsers decode it, llama-server's loader does not.
-var webp1x1 = []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00")
-
 // shotServer is a real MCP server over streamable HTTP with one tool, shot, whose result the test sets.
 type shotServer struct {
 	url string
@@ -709,9 +707,9 @@ func toolImageIntake(t *testing.T, fe, chat, proj string) {
 		says    string // in the stored tool result
 		kept    int    // images stored with it
 	}{
-		{"webp", []sdk.Content{img(webp1x1, "image/webp")}, "WebP, which llama-server cannot decode", 0},
-		{"bomb", []sdk.Content{&sdk.TextContent{Text: "the screen"}, img(testkit.BombPNG(60000, 60000), "image/png")}, "too many pixels", 0},
-		{"20000×20000 header", []sdk.Content{img(testkit.BombPNG(20000, 20000), "image/png")}, "20000×20000", 0},
+		{"webp", []sdk.Content{img(testimage.WebP(), "image/webp")}, "WebP, which llama-server cannot decode", 0},
+		{"bomb", []sdk.Content{&sdk.TextContent{Text: "the screen"}, img(testimage.BombPNG(60000, 60000), "image/png")}, "too many pixels", 0},
+		{"20000×20000 header", []sdk.Content{img(testimage.BombPNG(20000, 20000), "image/png")}, "20000×20000", 0},
 		{"a thousand images", thousand, "images 9–1000", 8},
 		{"only an image", []sdk.Content{img(good, "image/png")}, "", 1},
 	}

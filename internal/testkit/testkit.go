@@ -5,8 +5,6 @@ package testkit
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"image"
 	"image/png"
 	"os"
@@ -111,24 +109,4 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// BombPNG is a valid PNG header claiming w×h pixels with no pixel data: DecodeConfig must refuse it before any
-// allocation of w×h×4 bytes.
-func BombPNG(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 6 // 8-bit RGBA
-	chunk := func(typ string, data []byte) {
-		_ = binary.Write(&b, binary.BigEndian, uint32(len(data)))
-		b.WriteString(typ)
-		b.Write(data)
-		_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(append([]byte(typ), data...)))
-	}
-	chunk("IHDR", ihdr)
-	chunk("IEND", nil)
-	return b.Bytes()
 }
