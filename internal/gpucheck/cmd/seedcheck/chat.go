@@ -160,15 +160,7 @@ func runChat(ctx context.Context, visor, server, model, mmproj, state, out strin
 		return fail(err)
 	}
 	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		stopServe(cmd)
 		copyFile(filepath.Join(state, "logs", "llama-server.log"), filepath.Join(out, "llama-server-chat.log"))
 	}()
 	base, err := waitServing(stdout, func(line string) {

@@ -361,15 +361,7 @@ func serveRun(ctx context.Context, mon *monitor, visor, server, model, mmproj, s
 		return fail(err)
 	}
 	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		stopServe(cmd)
 		copyFile(filepath.Join(state, "logs", "llama-server.log"), filepath.Join(out, fmt.Sprintf("llama-server-%d.log", n)))
 		r.Placement = grepFile(filepath.Join(state, "logs", "llama-server.log"),
 			"offloaded|using device|CLIP using|model buffer size|compute buffer size|KV buffer size|warmup with image|worst-case")
@@ -1074,6 +1066,20 @@ func (m *monitor) stop() {
 	close(m.done)
 	if m.lib != nil {
 		m.lib.Shutdown()
+	}
+}
+
+// stopServe interrupts visor serve's process group as Ctrl-C would, so that it stops its engine itself, and
+// kills the group if it has not exited 30 s later.
+func stopServe(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 
