@@ -89,53 +89,28 @@ func (r *gemmaReader) value(depth int) (gnode, error) {
 		r.pos += e
 		return gnode{kind: 's', text: str}, nil
 	case rest[0] == '{':
-		r.pos++
 		n := gnode{kind: 'o'}
-		for {
-			r.ws()
-			if r.pos >= len(r.s) {
-				return gnode{}, errGemmaEOF
-			}
-			if r.s[r.pos] == '}' {
-				r.pos++
-				return n, nil
-			}
+		err := r.members('}', func() error {
 			k, err := r.key()
 			if err != nil {
-				return gnode{}, err
+				return err
 			}
 			v, err := r.value(depth + 1)
 			if err != nil {
-				return gnode{}, err
+				return err
 			}
 			n.keys, n.vals = append(n.keys, k), append(n.vals, v)
-			r.ws()
-			if r.pos < len(r.s) && r.s[r.pos] == ',' {
-				r.pos++
-			}
-		}
+			return nil
+		})
+		return n, err
 	case rest[0] == '[':
-		r.pos++
 		n := gnode{kind: 'a'}
-		for {
-			r.ws()
-			if r.pos >= len(r.s) {
-				return gnode{}, errGemmaEOF
-			}
-			if r.s[r.pos] == ']' {
-				r.pos++
-				return n, nil
-			}
+		err := r.members(']', func() error {
 			v, err := r.value(depth + 1)
-			if err != nil {
-				return gnode{}, err
-			}
 			n.vals = append(n.vals, v)
-			r.ws()
-			if r.pos < len(r.s) && r.s[r.pos] == ',' {
-				r.pos++
-			}
-		}
+			return err
+		})
+		return n, err
 	}
 	e := strings.IndexAny(rest, ",}]")
 	if e < 0 {
@@ -179,6 +154,29 @@ func singleQuotedEnd(s string) int {
 		}
 	}
 	return -1
+}
+
+// members reads an object's or an array's members, each with one call of member, from after its opening
+// bracket through close. The comma between two members may be missing, as in some generations.
+func (r *gemmaReader) members(close byte, member func() error) error {
+	r.pos++
+	for {
+		r.ws()
+		if r.pos >= len(r.s) {
+			return errGemmaEOF
+		}
+		if r.s[r.pos] == close {
+			r.pos++
+			return nil
+		}
+		if err := member(); err != nil {
+			return err
+		}
+		r.ws()
+		if r.pos < len(r.s) && r.s[r.pos] == ',' {
+			r.pos++
+		}
+	}
 }
 
 func (r *gemmaReader) key() (string, error) {
