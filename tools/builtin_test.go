@@ -65,6 +65,19 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 	}
 }
 
+// hardLinkedWorkspace returns a workspace holding ok.txt ("fine") and key, a hard link to a file outside it
+// (../secret/key, "hunter2"); it skips the test where the file system has no hard links.
+func hardLinkedWorkspace(t *testing.T) (root string) {
+	t.Helper()
+	base := t.TempDir()
+	root = filepath.Join(base, "ws")
+	writeFiles(t, base, map[string]string{"secret/key": "hunter2\n", "ws/ok.txt": "fine\n"})
+	if err := os.Link(filepath.Join(base, "secret/key"), filepath.Join(root, "key")); err != nil {
+		t.Skipf("hard links unsupported here: %v", err)
+	}
+	return root
+}
+
 func names(ts []Tool) string {
 	var n []string
 	for _, t := range ts {

@@ -159,12 +159,7 @@ func TestRunShellGitCannotUseAPlantedGitDirectory(t *testing.T) {
 // an outside file through a hard link in the workspace.
 func TestRunShellRefusesHardLinkedArguments(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	root := filepath.Join(base, "ws")
-	writeFiles(t, base, map[string]string{"secret/key": "hunter2\n", "ws/ok.txt": "fine\n"})
-	if err := os.Link(filepath.Join(base, "secret/key"), filepath.Join(root, "key")); err != nil {
-		t.Skipf("hard links unsupported here: %v", err)
-	}
+	root := hardLinkedWorkspace(t)
 	r := builtinRegistry(t, BuiltinConfig{Root: root, Shell: []string{"cat", "cp"}})
 	for _, cmd := range []string{"cat key", "cat ./key", "cp key copy.txt"} {
 		res := call(t, r, RunShellName, map[string]any{"command": cmd})

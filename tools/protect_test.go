@@ -90,12 +90,8 @@ func TestGitConfigFsmonitorEscape(t *testing.T) {
 // os.Root confines names, not inodes: a hard link in the workspace to a file outside reads the outside file.
 func TestFileToolsRefuseHardLinks(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	root := filepath.Join(base, "ws")
-	writeFiles(t, base, map[string]string{"secret/key": "hunter2\n", "ws/ok.txt": "fine\n"})
-	if err := os.Link(filepath.Join(base, "secret/key"), filepath.Join(root, "key")); err != nil {
-		t.Skipf("hard links unsupported here: %v", err)
-	}
+	root := hardLinkedWorkspace(t)
+	base := filepath.Dir(root)
 	r := builtinRegistry(t, BuiltinConfig{Root: root})
 	mustFail(t, call(t, r, ReadFileName, map[string]any{"path": "key"}), "key has 2 hard links")
 	mustFail(t, call(t, r, ViewImageName, map[string]any{"path": "key"}), "hard links")
