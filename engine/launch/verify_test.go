@@ -17,7 +17,9 @@ import (
 
 // fakeTwoGPUServer is a stand-in for llama-server on two GPUs, which a CPU machine cannot show: when started at
 // -lv 4 it first prints the load log recorded for the draft-apart placement over two RPC devices, then execs
-// the real server with its arguments, so a real server answers.
+// the real server with its arguments, so a real server answers. The real server gets --device none: a GPU build
+// (the H200's Vulkan engine) would otherwise put the tiny model on its own GPU and log buffers the recording's
+// plan does not have.
 func fakeTwoGPUServer(t *testing.T, real string) string {
 	t.Helper()
 	rec, err := filepath.Abs(filepath.Join("..", "vram", "testdata", "twogpu-rpc", "draft-apart.log"))
@@ -25,7 +27,7 @@ func fakeTwoGPUServer(t *testing.T, real string) string {
 		t.Fatal(err)
 	}
 	script := fmt.Sprintf("#!/bin/sh\n# fakeTwoGPUServer: prints a recorded two-device load log, then runs the real server.\n"+
-		"case \" $* \" in *' -lv 4 '*) cat '%s' >&2;; esac\nexec '%s' \"$@\"\n", rec, real)
+		"case \" $* \" in *' -lv 4 '*) cat '%s' >&2;; esac\nexec '%s' \"$@\" --device none\n", rec, real)
 	bin := filepath.Join(t.TempDir(), "fakeTwoGPUServer")
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
