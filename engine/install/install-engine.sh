@@ -20,6 +20,10 @@
 set -euo pipefail
 
 dir=${1:-${VISOR_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/visor/engine}}
+# A relative folder is made absolute: the wrapper written below names its files by this path, and apt reads a
+# relative Dir:: setting under its own folders (an install into `.cache/engine` downloaded nothing and stopped
+# without a word after reading the package lists).
+case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 pkgs=(llama.cpp-tools libllama0 libggml0 libc6 libstdc++6 libgcc-s1 libgomp1 libssl3t64 zlib1g libzstd1)
 # Added after the library names are resolved below, which would drop an extra that looks like one of them (a
 # backend such as libggml0-backend-rpc).

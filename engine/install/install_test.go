@@ -162,3 +162,41 @@ func TestRunRefusesBadFlagsBeforeTheInstaller(t *testing.T) {
 		t.Errorf("a refused flag left %s behind", engine)
 	}
 }
+
+// An install into a relative folder (as `scripts/install-engine.sh .cache/gpu-engine` in the GPU scripts' headers)
+// writes a wrapper that runs from any directory. Before, the wrapper named its loader by the relative path and
+// failed anywhere but the install's own directory, and an online install stopped silently after the package lists.
+func TestRelativeFolderInstallsAWrapperThatRunsAnywhere(t *testing.T) {
+	engineDir := os.Getenv("VISOR_ENGINE_DIR")
+	if engineDir == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("VISOR_ENGINE_DIR unset: scripts/test.sh sets it after installing the engine")
+		}
+		t.Skip("VISOR_ENGINE_DIR unset: run through scripts/test.sh, which installs the engine")
+	}
+	debs := filepath.Join(engineDir, "debs")
+	if m, _ := filepath.Glob(filepath.Join(debs, "*.deb")); len(m) == 0 {
+		t.Skipf("no .deb files in %s to install from", debs)
+	}
+	script, err := filepath.Abs("install-engine.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	cmd := exec.Command("bash", script, filepath.Join("rel", "engine"))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "VISOR_ENGINE_GPU=off", "VISOR_ENGINE_DEBS="+debs)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("install into a relative folder: %v\n%s", err, out)
+	}
+	wrapper := filepath.Join(work, "rel", "engine", "bin", "llama-server")
+	if !strings.Contains(string(out), "installed: "+wrapper) {
+		t.Errorf("the installer should name the absolute wrapper %s:\n%s", wrapper, out)
+	}
+	v := exec.Command(wrapper, "--version")
+	v.Dir = t.TempDir() // anywhere but the install's own directory
+	if b, err := v.CombinedOutput(); err != nil || !strings.Contains(string(b), "version") {
+		t.Fatalf("the wrapper does not run from another directory: %v\n%s", err, b)
+	}
+}
