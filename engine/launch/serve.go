@@ -27,11 +27,10 @@ func Serve(ctx context.Context, spec Spec, stdout, stderr io.Writer, logger *slo
 	// that keeps crashing rather than restarting it forever. Each start is advertised.
 	l := New(spec, Options{Out: stderr, Logger: logger, Advertise: true})
 	defer l.Close()
+	report := serveReporter(stderr)
 	cfg := conductor.Config{Logger: logger, OnEvent: func(ev conductor.Event) {
-		switch ev.Kind {
-		case conductor.EventCrashed:
-			fmt.Fprintf(stderr, "the engine crashed: %v\nrestarting it …\n", ev.Err)
-		case conductor.EventFailed:
+		report(ev)
+		if ev.Kind == conductor.EventFailed {
 			select {
 			case failed <- ev.Err:
 			default:
@@ -46,8 +45,7 @@ func Serve(ctx context.Context, spec Spec, stdout, stderr io.Writer, logger *slo
 		return fmt.Errorf("serve: %w", err)
 	}
 	props, _ := llamacpp.ReadProps(ctx, r.Client)
-	fmt.Fprintf(stdout, "serving %s at %s (n_ctx %d, vision %v); visor commands with the same --model reuse it; Ctrl-C stops it\n",
-		filepath.Base(spec.Model), r.URL, props.NCtx, props.Vision)
+	fmt.Fprintln(stdout, servingLine(filepath.Base(spec.Model), r.URL, props, needsWarmup(l.lastStarted())))
 	gen := r.Generation
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -65,6 +63,33 @@ func Serve(ctx context.Context, spec Spec, stdout, stderr io.Writer, logger *slo
 				gen = r.Generation
 				fmt.Fprintf(stderr, "engine restarted at %s\n", r.URL)
 			}
+		}
+	}
+}
+
+// servingLine is serve's address line. After a GPU start the conductor warms the engine up in the background
+// (about a minute after an install, on the H200), and with one slot a request sent meanwhile waits for it: 80 s
+// for a first 1440p screenshot sent at once, against 2 s after the warm-up. The line says so, and
+// serveReporter says when the warm-up ends.
+func servingLine(model, url string, props llamacpp.Props, warming bool) string {
+	state := ""
+	if warming {
+		state = ", warming up the GPU: requests wait for it"
+	}
+	return fmt.Sprintf("serving %s at %s (n_ctx %d, vision %v%s); visor commands with the same --model reuse it; Ctrl-C stops it",
+		model, url, props.NCtx, props.Vision, state)
+}
+
+// serveReporter tells a person on w what visor serve's conductor does: a crash and its restart, and the end of
+// each warm-up. It is a conductor.Config.OnEvent (one event at a time, from the conductor's goroutine).
+func serveReporter(w io.Writer) func(conductor.Event) {
+	return func(ev conductor.Event) {
+		switch ev.Kind {
+		case conductor.EventCrashed:
+			fmt.Fprintf(w, "the engine crashed: %v\nrestarting it …\n", ev.Err)
+		case conductor.EventWarmedUp:
+			fmt.Fprintf(w, "engine warmed up in %s: requests no longer wait for the GPU's one-time compiles\n",
+				ev.Duration.Round(100*time.Millisecond))
 		}
 	}
 }
