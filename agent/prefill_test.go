@@ -82,19 +82,24 @@ func TestPrefillLeavesOnlyTheNewText(t *testing.T) {
 			if f.Err != nil || f.Final.Timings == nil || f.Final.Content != testmodel.Answer {
 				t.Fatalf("question: %+v", f)
 			}
-			tm := f.Final.Timings
-			newText := testmodel.TokenCount(question + genPrompt)
-			t.Logf("prefill evaluated %d (cached %d); question: prompt_n %d, cache_n %d, new text %d tokens",
-				pre.PromptN, pre.CacheN, tm.PromptN, tm.CacheN, newText)
-			if tm.PromptN > newText+prefillSlack {
-				t.Errorf("the question's request evaluated %d tokens, want ≤ %d (its %d new text tokens + %d): the prefilled prefix was not reused",
-					tm.PromptN, newText+prefillSlack, newText, prefillSlack)
-			}
-			if prefilled := pre.PromptN + pre.CacheN; tm.CacheN < prefilled {
-				t.Errorf("the question's request reused %d cached tokens, want the %d the prefill left (image included)",
-					tm.CacheN, prefilled)
-			}
+			checkPrefillReused(t, "the question's request", pre, f.Final.Timings, question+genPrompt)
 		})
+	}
+}
+
+// checkPrefillReused checks that what, the request after the prefill pre, evaluated only its new text (within
+// prefillSlack) and reused every token the prefill left in the cache, its image included.
+func checkPrefillReused(t *testing.T, what string, pre, tm *engine.Timings, newText string) {
+	t.Helper()
+	n := testmodel.TokenCount(newText)
+	t.Logf("prefill evaluated %d (cached %d); %s: prompt_n %d, cache_n %d, new text %d tokens",
+		pre.PromptN, pre.CacheN, what, tm.PromptN, tm.CacheN, n)
+	if tm.PromptN > n+prefillSlack {
+		t.Errorf("%s evaluated %d tokens, want ≤ %d (its %d new text tokens + %d): the prefilled prefix was not reused",
+			what, tm.PromptN, n+prefillSlack, n, prefillSlack)
+	}
+	if prefilled := pre.PromptN + pre.CacheN; tm.CacheN < prefilled {
+		t.Errorf("%s reused %d cached tokens, want the %d the prefill left (image included)", what, tm.CacheN, prefilled)
 	}
 }
 
@@ -184,18 +189,8 @@ func TestPrefillToolImageWhileSlowerToolRuns(t *testing.T) {
 			if len(s.prefills) != 1 || s.prefills[0] == nil {
 				t.Fatalf("prefills %+v, want one", s.prefills)
 			}
-			pre, tm := s.prefills[0], f.Final.Timings
-			newText := testmodel.TokenCount("<|im_start|>user\n<tool_response>\nscan complete\n</tool_response>" + genPrompt)
-			t.Logf("prefill evaluated %d (cached %d); next request: prompt_n %d, cache_n %d, new text %d tokens",
-				pre.PromptN, pre.CacheN, tm.PromptN, tm.CacheN, newText)
-			if tm.PromptN > newText+prefillSlack {
-				t.Errorf("the request after the tools evaluated %d tokens, want ≤ %d (its %d new text tokens + %d)",
-					tm.PromptN, newText+prefillSlack, newText, prefillSlack)
-			}
-			if prefilled := pre.PromptN + pre.CacheN; tm.CacheN < prefilled {
-				t.Errorf("the request after the tools reused %d cached tokens, want the %d the prefill left (image included)",
-					tm.CacheN, prefilled)
-			}
+			checkPrefillReused(t, "the request after the tools", s.prefills[0], f.Final.Timings,
+				"<|im_start|>user\n<tool_response>\nscan complete\n</tool_response>"+genPrompt)
 		})
 	}
 }
