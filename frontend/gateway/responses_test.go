@@ -20,6 +20,25 @@ func postJSON(t *testing.T, url, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// streamEvents posts a streamed Responses request and returns its server-sent events' data, decoded, and the
+// raw stream.
+func streamEvents(t *testing.T, url, body string) (events []map[string]any, raw []byte) {
+	t.Helper()
+	_, raw = postJSON(t, url, body)
+	for _, ev := range strings.Split(string(raw), "\n\n") {
+		_, data, ok := strings.Cut(ev, "data: ")
+		if !ok {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		events = append(events, e)
+	}
+	return events, raw
+}
+
 func decodeResp(t *testing.T, b []byte) (id, model, text string, calls [][3]string, inTok int) {
 	t.Helper()
 	var r struct {
@@ -88,24 +107,11 @@ func TestGatewayResponses(t *testing.T) {
 		t.Fatalf("URL image: %d %s", st, b)
 	}
 
-	resp, err := http.Post(u, "application/json", strings.NewReader(`{"model":"tiny","stream":true,"input":"what is here?","tools":`+tools+`}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	events, raw := streamEvents(t, u, `{"model":"tiny","stream":true,"input":"what is here?","tools":`+tools+`}`)
 	var types []string
 	var args string
 	var final map[string]any
-	for _, ev := range strings.Split(string(raw), "\n\n") {
-		_, data, ok := strings.Cut(ev, "data: ")
-		if !ok {
-			continue
-		}
-		var e map[string]any
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			t.Fatalf("event %q: %v", data, err)
-		}
+	for _, e := range events {
 		typ := e["type"].(string)
 		if len(types) == 0 || types[len(types)-1] != typ {
 			types = append(types, typ)
@@ -144,24 +150,11 @@ func TestResponsesStreamReasoning(t *testing.T) {
 		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","delta":{}}],"usage":{"prompt_tokens":5,"completion_tokens":4}}`+"\n\ndata: [DONE]\n\n")
 	}}
 	_, base := fakeGateway(t, fake.start(t))
-	resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"fake","stream":true,"input":"hi"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	events, raw := streamEvents(t, base+"/v1/responses", `{"model":"fake","stream":true,"input":"hi"}`)
 	index := map[string]float64{} // item id → output_index its events used
 	var reasoning, text string
 	var final map[string]any
-	for _, ev := range strings.Split(string(raw), "\n\n") {
-		_, data, ok := strings.Cut(ev, "data: ")
-		if !ok {
-			continue
-		}
-		var e map[string]any
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			t.Fatalf("event %q: %v", data, err)
-		}
+	for _, e := range events {
 		switch e["type"] {
 		case "response.output_item.added":
 			index[e["item"].(map[string]any)["id"].(string)] = e["output_index"].(float64)
