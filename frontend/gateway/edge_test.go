@@ -77,6 +77,7 @@ func TestGatewayErrorsInOpenAIShape(t *testing.T) {
 		{"wrong method on models", open, "POST", "/v1/models", `{}`, nil, 405, "GET"},
 		{"unknown model", open, "POST", "/v1/chat/completions", `{"model":"gpt-9","messages":[]}`, nil, 404, `"gpt-9"`},
 		{"not JSON", open, "POST", "/v1/chat/completions", `{"model":`, nil, 400, "not a JSON object"},
+		{"not JSON, responses", open, "POST", "/v1/responses", `["hi"]`, nil, 400, `not a JSON object: send {"model": NAME, "input": ...}`},
 	} {
 		req, _ := http.NewRequest(tc.method, tc.base+tc.path, strings.NewReader(tc.body))
 		if tc.body != "" {

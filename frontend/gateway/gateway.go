@@ -259,19 +259,29 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request)        { g.serve(
 func (g *Gateway) completions(w http.ResponseWriter, r *http.Request) { g.serve(w, r, completionsPath) }
 func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request)  { g.serve(w, r, embeddingsPath) }
 
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, path string) {
+// readObject reads a request body that must be a JSON object; where it is not (too large, unreadable, not an
+// object) it answers the client, naming the shape to send, and returns false.
+func readObject(w http.ResponseWriter, r *http.Request, shape string) ([]byte, bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			statusError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d MiB: send fewer or smaller images", mbe.Limit>>20))
-			return
+			return nil, false
 		}
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "reading the request body: %v", err)
-		return
+		return nil, false
 	}
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "the body is not a JSON object: send {\"model\": NAME, \"messages\": [...]}")
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "the body is not a JSON object: send %s", shape)
+		return nil, false
+	}
+	return body, true
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, path string) {
+	body, ok := readObject(w, r, `{"model": NAME, "messages": [...]}`)
+	if !ok {
 		return
 	}
 	fields := gjson.GetManyBytes(body, "model", "stream", "tools", "tool_choice")
@@ -288,6 +298,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	md := g.byName[name]
+	var err error
 	if md.UpstreamModel != "" {
 		if req.upstream, err = setField(req.upstream, "model", md.UpstreamModel); err != nil {
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "%v", err)

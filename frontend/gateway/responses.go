@@ -368,18 +368,8 @@ func (g *Gateway) inputItem(where string, it gjson.Result, msgs *[]json.RawMessa
 
 // responses is POST /v1/responses.
 func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			statusError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d MiB: send fewer or smaller images", mbe.Limit>>20))
-			return
-		}
-		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "reading the request body: %v", err)
-		return
-	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "", "the body is not a JSON object: send {\"model\": NAME, \"input\": ...}")
+	body, ok := readObject(w, r, `{"model": NAME, "input": ...}`)
+	if !ok {
 		return
 	}
 	chat, rr, err := g.toChat(body)
