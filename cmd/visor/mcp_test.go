@@ -85,19 +85,14 @@ func TestMCPServeOverHTTP(t *testing.T) {
 	if out["tool_calls"] != float64(1) || out["session"] == "" {
 		t.Fatalf("structured output %+v", out)
 	}
-	// Progress is sent before the response on the same stream; allow the client's handler a moment.
-	for i := 0; i < 100; i++ {
+	// Progress is sent before the response on the same stream, but the client's handler runs on its own
+	// goroutine: wait for it (a fixed 2 s of polling was scheduling luck on a busy machine).
+	waitFor(t, "the progress of the tool call", func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		joined := strings.Join(progress, "\n")
-		mu.Unlock()
-		if strings.Contains(joined, "list_dir returned") && strings.Contains(joined, "hello.txt") {
-			break
-		}
-		if i == 99 {
-			t.Fatalf("progress lacks the tool call: %q", progress)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(joined, "list_dir returned") && strings.Contains(joined, "hello.txt")
+	})
 	_ = cs.Close()
 	cancel()
 	select {

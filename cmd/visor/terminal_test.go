@@ -193,9 +193,9 @@ func TestChatAnswerCannotDriveTheTerminal(t *testing.T) {
 	tt := hostileTerm(t, "chat", "chat", "--endpoint", hs.URL, "--no-store")
 	tt.waitScreen("chat ready", regexp.MustCompile(`session`))
 	tt.keys("hello", "Enter")
-	screen := tt.waitScreen("answer", regexp.MustCompile(`AFTER`))
+	tt.waitScreen("answer", regexp.MustCompile(`AFTER`))
 	tt.waitUntil("turn over", "no “answering”", func(s string) bool { return !strings.Contains(s, "answering") })
-	screen = tt.screen()
+	screen := tt.screen()
 	if got := tt.obeyed(); len(got) > 0 {
 		t.Errorf("the terminal obeyed the answer: %v\n%s", got, screen)
 	}
