@@ -73,11 +73,12 @@ func (s *Store) ResolveSessionID(ctx context.Context, prefix string) (string, er
 	}
 	switch len(ids) {
 	case 0:
-		return "", fmt.Errorf("memory: session %q: %w (visor sessions list shows the ids)", prefix, ErrNotFound)
+		// Said to the user as it is (visor: session "x": not found …): no package prefix.
+		return "", fmt.Errorf("session %q: %w (visor sessions list shows the ids)", prefix, ErrNotFound)
 	case 1:
 		return ids[0], nil
 	}
-	return "", fmt.Errorf("memory: session id %q is ambiguous (%s…); type more of it: %w", prefix, strings.Join(ids, ", "), ErrInvalidInput)
+	return "", fmt.Errorf("session id %q is ambiguous (%s…); type more of it: %w", prefix, strings.Join(ids, ", "), ErrInvalidInput)
 }
 
 // HasSessions says whether any session is stored.

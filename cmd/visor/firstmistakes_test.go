@@ -684,9 +684,41 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 		{"sessions show of an unknown or empty id", func(t *testing.T) {
 			db := f.storedDB(t, "show")
 			f.visor(t, nil, "", "sessions", "show", "deadbeef", "--db", db).expect(t, 1, `"deadbeef"`, "not found", "visor sessions list")
-			f.visor(t, nil, "", "sessions", "show", "", "--db", db).expect(t, 1, "session id is empty", "visor sessions list")
+			f.visor(t, nil, "", "sessions", "show", "", "--db", db).expect(t, 2, "session id is empty", "visor sessions list")
 			r := f.visor(t, nil, "", "sessions", "show", "--db", db)
 			r.expect(t, -1, "visor sessions list")
+		}},
+		{"visor sessions used wrong", func(t *testing.T) {
+			db := f.storedDB(t, "sessions-wrong")
+			id := ""
+			for k := range sessionsIn(t, db) {
+				id = k
+			}
+			for _, c := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"frok", id}, `sessions: unknown command "frok" (did you mean "fork"?`},
+				{[]string{"serach", "x"}, `(did you mean "search"?`},
+				{[]string{"search"}, "sessions search: no query: visor sessions search WORDS"},
+				{[]string{"show", id, "extra"}, `sessions show takes one session id, not "` + id + ` extra"`},
+				{[]string{"list", "all"}, `sessions list takes no arguments, not "all"`},
+				{[]string{"rm"}, "sessions rm: which session? give its id"},
+				{[]string{"export", id, "--format", "pdf"}, `sessions export: --format "pdf": use md or json`},
+				{[]string{"search", "--since", "yday", "x"}, `date "yday": use 2006-01-02`},
+				{nil, "sessions: say which: visor sessions list, show ID"},
+			} {
+				r := f.visor(t, nil, "", append(append([]string{"sessions"}, c.args...), "--db", db)...)
+				r.expect(t, 2, c.want)
+				stderr := strings.TrimPrefix(r.out, r.stdout)
+				if strings.Contains(r.out, "invalid input") || strings.Contains(r.out, "visor: visor") || strings.Count(stderr, "\n") != 1 {
+					t.Errorf("visor sessions %v: not one plain line on stderr:\n%s", c.args, stderr)
+				}
+			}
+			r := f.visor(t, nil, "", "sessions", "show", "nope", "--db", db)
+			if r.expect(t, 1, `session "nope": not found`); strings.Contains(r.out, "memory:") {
+				t.Errorf("a package name in the message:\n%s", r.out)
+			}
 		}},
 		{"sessions show reads as a report", func(t *testing.T) {
 			db := f.storedDB(t, "report")

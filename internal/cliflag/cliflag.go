@@ -14,10 +14,14 @@ import (
 )
 
 // UsageError is a command line that cannot run: the command exits 2 with one line naming the fix, not the whole
-// usage.
-type UsageError struct{ Msg string }
+// usage. Err, when set, is the kind of mistake for errors.Is (memory.ErrInvalidInput), kept out of the line.
+type UsageError struct {
+	Msg string
+	Err error
+}
 
 func (e *UsageError) Error() string { return e.Msg }
+func (e *UsageError) Unwrap() error { return e.Err }
 
 // Parse parses args into fs. On -h it prints usage, or without one "usage: visor SYNOPSIS" and the flags (the
 // synopsis defaults to the flag set's name and [flags]), and returns flag.ErrHelp, which exits 0.
@@ -67,11 +71,11 @@ func flagError(fs *flag.FlagSet, err error) error {
 	const undefined = "flag provided but not defined: -"
 	if name, ok := strings.CutPrefix(msg, undefined); ok {
 		if near := nearestFlag(fs, name); near != "" {
-			return &UsageError{fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)}
+			return &UsageError{Msg: fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)}
 		}
-		return &UsageError{fmt.Sprintf("unknown flag --%s (visor %s -h lists the flags)", name, cmd)}
+		return &UsageError{Msg: fmt.Sprintf("unknown flag --%s (visor %s -h lists the flags)", name, cmd)}
 	}
-	return &UsageError{fmt.Sprintf("%s: %s (visor %s -h lists the flags)", cmd, msg, cmd)}
+	return &UsageError{Msg: fmt.Sprintf("%s: %s (visor %s -h lists the flags)", cmd, msg, cmd)}
 }
 
 // IsHelp says whether arg asks for help.

@@ -12,8 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/visorhq/visor/internal/cliflag"
 	"github.com/visorhq/visor/internal/termtext"
 	"github.com/visorhq/visor/internal/textcut"
+	"github.com/visorhq/visor/internal/typo"
 	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/session"
 )
@@ -41,14 +43,14 @@ type ParseFlags func(fs *flag.FlagSet, args []string, usage func()) error
 func RunSessions(ctx context.Context, store *memory.Store, args []string, stdout io.Writer, parse ParseFlags) error {
 	if len(args) == 0 {
 		io.WriteString(stdout, SessionsUsage)
-		return fmt.Errorf("visor sessions: missing command: %w", memory.ErrInvalidInput)
+		return invalid("sessions: say which: visor sessions list, show ID, search QUERY, export ID, fork ID or rm ID")
 	}
 	cmd, rest := args[0], args[1:]
 	if store.ReadOnly() && (cmd == "rm" || cmd == "delete" || cmd == "fork") {
-		return fmt.Errorf("visor sessions %s: %s is read-only here (its file or folder is not writable): give yourself write access to it first: %w",
+		return fmt.Errorf("sessions %s: %s is read-only here (its file or folder is not writable): give yourself write access to it first: %w",
 			cmd, store.Path(), memory.ErrReadOnly)
 	}
-	fs := flag.NewFlagSet("visor sessions "+cmd, flag.ContinueOnError)
+	fs := flag.NewFlagSet("sessions "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() { io.WriteString(stdout, SessionsUsage) }
 	switch cmd {
@@ -117,7 +119,7 @@ func RunSessions(ctx context.Context, store *memory.Store, args []string, stdout
 				return err
 			}
 			if len(msgs) == 0 {
-				return fmt.Errorf("visor sessions fork: session %s has no messages to fork from: %w", id, memory.ErrInvalidInput)
+				return invalid("sessions fork: session %s has no messages to fork from", id)
 			}
 			*at = msgs[len(msgs)-1].ID
 		}
@@ -145,8 +147,19 @@ func RunSessions(ctx context.Context, store *memory.Store, args []string, stdout
 		io.WriteString(stdout, SessionsUsage)
 		return nil
 	}
-	io.WriteString(stdout, SessionsUsage)
-	return fmt.Errorf("visor sessions: unknown command %q: %w", cmd, memory.ErrInvalidInput)
+	if near := typo.Nearest(cmd, sessionCommands); near != "" {
+		return invalid("sessions: unknown command %q (did you mean %q? visor sessions -h lists them)", cmd, near)
+	}
+	return invalid("sessions: unknown command %q (visor sessions -h lists them)", cmd)
+}
+
+// sessionCommands are the words visor sessions takes, for a mistyped one's suggestion.
+var sessionCommands = []string{"list", "show", "search", "export", "fork", "rm", "help"}
+
+// invalid is a mistake in the command line: one line with the fix (exit 2), of the kind memory.ErrInvalidInput,
+// without that error's own words on the line.
+func invalid(format string, args ...any) error {
+	return &cliflag.UsageError{Msg: fmt.Sprintf(format, args...), Err: memory.ErrInvalidInput}
 }
 
 // sessionArg parses a command's flags and its one argument, a session id or unique prefix, and resolves it.
@@ -156,11 +169,11 @@ func sessionArg(ctx context.Context, store *memory.Store, parse ParseFlags, fs *
 		return "", err
 	}
 	if len(pos) == 0 {
-		return "", fmt.Errorf("%s: which session? give its id or a unique prefix (visor sessions list shows them): %w", fs.Name(), memory.ErrInvalidInput)
+		return "", invalid("%s: which session? give its id or a unique prefix (visor sessions list shows them)", fs.Name())
 	}
 	if strings.TrimSpace(pos[0]) == "" {
 		// An empty prefix matches every id: it would pick some session.
-		return "", fmt.Errorf("%s: the session id is empty: give an id or a unique prefix (visor sessions list shows them): %w", fs.Name(), memory.ErrInvalidInput)
+		return "", invalid("%s: the session id is empty: give an id or a unique prefix (visor sessions list shows them)", fs.Name())
 	}
 	return store.ResolveSessionID(ctx, pos[0])
 }
@@ -174,6 +187,10 @@ func parseInterspersed(parse ParseFlags, fs *flag.FlagSet, args []string, min, m
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
+			var ue *cliflag.UsageError
+			if errors.As(err, &ue) {
+				return nil, &cliflag.UsageError{Msg: ue.Msg, Err: memory.ErrInvalidInput}
+			}
 			return nil, fmt.Errorf("%w: %w", memory.ErrInvalidInput, err)
 		}
 		if fs.NArg() == 0 {
@@ -182,8 +199,12 @@ func parseInterspersed(parse ParseFlags, fs *flag.FlagSet, args []string, min, m
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) < min || (max >= 0 && len(pos) > max) {
-		return nil, fmt.Errorf("%s: got %d arguments (%s): %w\n\n%s", fs.Name(), len(pos), strings.Join(pos, " "), memory.ErrInvalidInput, SessionsUsage)
+	switch {
+	case len(pos) < min && fs.Name() == "sessions search":
+		return nil, invalid(`sessions search: no query: visor sessions search WORDS… ("exact phrase", --session ID)`)
+	case len(pos) < min || (max >= 0 && len(pos) > max):
+		return nil, invalid("%s takes %s, not %q (visor %s -h)", fs.Name(),
+			map[int]string{0: "no arguments", 1: "one session id"}[max], strings.Join(pos, " "), fs.Name())
 	}
 	return pos, nil
 }
@@ -206,7 +227,7 @@ func parseWhen(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return time.Now().Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("visor sessions: date %q: use 2006-01-02, RFC 3339, or an age like 36h or 7d: %w", s, memory.ErrInvalidInput)
+	return time.Time{}, invalid("sessions search: date %q: use 2006-01-02, RFC 3339, or an age like 36h or 7d", s)
 }
 
 // cliList lists sessions as every front end does (session.List: empty ones left by an older visor are not shown).
@@ -268,7 +289,7 @@ func cliSearch(ctx context.Context, store *memory.Store, q memory.Query, stdout 
 
 func cliExport(ctx context.Context, store *memory.Store, id, format, dir string, force bool, stdout io.Writer) error {
 	if format != "md" && format != "json" {
-		return fmt.Errorf("visor sessions export: --format %q: want md or json: %w", format, memory.ErrInvalidInput)
+		return invalid("sessions export: --format %q: use md or json", format)
 	}
 	if dir == "" {
 		if !termtext.IsTerminal(stdout) {
@@ -283,7 +304,7 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 	// The folder and the names in it are the user's to choose: a symlink there (planted to redirect the export)
 	// is refused, not followed, and a file already there is kept unless --force says to replace it.
 	if st, err := os.Lstat(dir); err == nil && st.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("visor sessions export: --out %s is a symlink: export into a real folder (the link's target, if that is the one you mean): %w", dir, memory.ErrInvalidInput)
+		return invalid("sessions export: --out %s is a symlink: export into a real folder (the link's target, if that is the one you mean)", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("visor sessions export: --out %s: %w", dir, err)
@@ -292,9 +313,9 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 	if st, err := os.Lstat(path); err == nil {
 		switch {
 		case !st.Mode().IsRegular():
-			return fmt.Errorf("visor sessions export: %s exists and is not a regular file: remove it or choose another --out: %w", path, memory.ErrInvalidInput)
+			return invalid("sessions export: %s exists and is not a regular file: remove it or choose another --out", path)
 		case !force:
-			return fmt.Errorf("visor sessions export: %s exists: pass --force to replace it, or choose another --out: %w", path, memory.ErrInvalidInput)
+			return invalid("sessions export: %s exists: pass --force to replace it, or choose another --out", path)
 		}
 	}
 	// Write to a temporary name and rename, so an interrupted export never leaves a truncated file that looks
