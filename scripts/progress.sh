@@ -1,7 +1,7 @@
-# Sourced by the scripts. progress MSG CMD... runs CMD after saying MSG, and every 20 s while it runs says how long
+# Sourced by the scripts. progress MSG CMD... runs CMD after saying MSG, and every 15 s while it runs says how long
 # it has been, so a first run (a cold Go build is minutes on two cores) is never a silent wait.
 progress() {
-  local msg=$1 start=$SECONDS next=20 pid
+  local msg=$1 start=$SECONDS next=15 pid
   shift
   echo "$msg" >&2
   "$@" &
@@ -10,7 +10,7 @@ progress() {
     sleep 1
     if (( SECONDS - start >= next )); then
       echo "  … still at it ($(( SECONDS - start )) s)" >&2
-      next=$(( next + 20 ))
+      next=$(( next + 15 ))
     fi
   done
   wait "$pid"

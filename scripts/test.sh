@@ -68,7 +68,7 @@ if command -v npx >/dev/null; then
 fi
 
 # go test -json through internal/testreport: a line per package, a heartbeat naming what still runs whenever
-# nothing was said for 20 s (a cold build of the test binaries takes minutes on two cores), every skip with its
+# nothing was said for 15 s (a cold build of the test binaries takes minutes on two cores), every skip with its
 # reason, and a summary line that is printed even when a build fails.
 report=$(mktemp -d)/testreport
 trap 'rm -rf "$(dirname "$report")"' EXIT

@@ -31,10 +31,10 @@ extra_pkgs=(${VISOR_ENGINE_EXTRA_PKGS:-})
 
 fail() { echo "install-engine: $*" >&2; exit 1; }
 say() { echo "install-engine: $*"; }
-# ticking LOG MSG CMD... runs CMD with its output in LOG and says MSG with the time taken every 20 s while it runs:
+# ticking LOG MSG CMD... runs CMD with its output in LOG and says MSG with the time taken every 15 s while it runs:
 # reading sid's package lists (tens of MB to fetch and index) took 70 s on a busy two-core machine, in silence.
 ticking() {
-  local log=$1 msg=$2 start=$SECONDS next=20 pid
+  local log=$1 msg=$2 start=$SECONDS next=15 pid
   shift 2
   "$@" >"$log" 2>&1 &
   pid=$!
@@ -42,7 +42,7 @@ ticking() {
     sleep 1
     if (( SECONDS - start >= next )); then
       say "  … $msg ($(( SECONDS - start )) s)"
-      next=$(( next + 20 ))
+      next=$(( next + 15 ))
     fi
   done
   wait "$pid"
