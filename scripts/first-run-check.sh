@@ -39,6 +39,8 @@ for i in $(seq 1 "$runs"); do
   dir=$top/run$i
   mkdir -p "$dir/home" "$dir/other"
   git clone -q "$repo" "$dir/visor"
+  # The clone is taken when its run starts, so a long check names the commit each run tried.
+  echo "run $i on $(git -C "$dir/visor" rev-parse --short HEAD)"
   # Another build beside the run: a cold build of the same tree with its own caches, again and again.
   setsid bash -c 'export HOME=$1 GOCACHE=$1/cache GOPATH=$1/go GOTOOLCHAIN=local; cd "$2" || exit
     while :; do go build -o /dev/null ./... >/dev/null 2>&1; rm -rf "$GOCACHE"; done' _ "$dir/other" "$dir/visor" &
