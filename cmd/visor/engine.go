@@ -25,7 +25,7 @@ func cmdEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if fs.NArg() > 0 {
 		// `visor engine instal` printed the engine and said nothing of the word it ignored.
-		return &usageError{Msg: fmt.Sprintf("visor engine: unknown argument %q: visor engine shows the engine, visor engine install [DIR] installs it", fs.Arg(0))}
+		return &usageError{Msg: fmt.Sprintf("engine: unknown argument %q: visor engine shows the engine, visor engine install [DIR] installs it", fs.Arg(0))}
 	}
 	return launch.Describe(ctx, *server, *asJSON, stdout)
 }
@@ -46,7 +46,7 @@ func cmdEngineInstall(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	if fs.NArg() > 1 {
-		return &usageError{Msg: fmt.Sprintf("visor engine install takes at most one folder, got %q: usage: visor engine install [DIR]", fs.Args())}
+		return &usageError{Msg: fmt.Sprintf("engine install takes at most one folder, got %q: usage: visor engine install [DIR]", fs.Args())}
 	}
 	return install.Run(ctx, install.Options{Dir: fs.Arg(0), GPU: *gpu, Debs: *debs, Force: *force, Stdout: stdout, Stderr: stderr, Command: "visor engine install"})
 }

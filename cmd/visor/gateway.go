@@ -28,7 +28,7 @@ func cmdGateway(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if len(args) > 0 && (args[0] == "running" || args[0] == "load" || args[0] == "unload") {
 		verb, rest := args[0], args[1:]
 		fs := flag.NewFlagSet("gateway "+verb, flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs.SetOutput(stdout) // -h prints the flags there; errors are returned
 		base := fs.String("url", "http://127.0.0.1:8080", "the gateway's address (its key, if any, from "+serveKeyEnv+")")
 		var pos []string // the name may come before the flags (visor gateway load qwen --url …)
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {

@@ -29,7 +29,7 @@ usage:
   visor mcp serve [--http 127.0.0.1:PORT] [--model M.gguf] [--tools a,b]   serve the agent as an MCP tool
   visor demo                         run the demo agent on visor's tiny generated model
   visor serve --model M.gguf [--mmproj P.gguf]   keep an engine running; other commands reuse it
-  visor gateway [--config models.yaml | --model M.gguf] [--addr 127.0.0.1:8080] [--store]   an OpenAI-compatible endpoint for any agent
+  visor gateway [--config models.yaml | --model M.gguf] [--addr 127.0.0.1:8080] [--store]   an OpenAI-compatible endpoint for any agent (… running|load NAME|unload NAME)
   visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt
   visor stats [SESSION] [--trace]    per-step tokens/s, cache, draft acceptance, prefill ahead; --trace for visor simulate
   visor stats --costs                each engine's measured cost model and the samples behind each number

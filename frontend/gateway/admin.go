@@ -18,11 +18,11 @@ func Admin(ctx context.Context, base, key, verb string, names []string, stdout i
 	method, path := http.MethodGet, "/v1/visor/running"
 	if verb != "running" {
 		if len(names) != 1 {
-			return fmt.Errorf("visor gateway %s NAME: name one model (visor gateway running lists the loaded ones)", verb)
+			return fmt.Errorf("gateway %s NAME: name one model (visor gateway running lists the loaded ones)", verb)
 		}
 		method, path = http.MethodPost, "/v1/visor/models/"+url.PathEscape(names[0])+"/"+verb
 	} else if len(names) != 0 {
-		return errors.New("visor gateway running takes no arguments")
+		return errors.New("gateway running takes no arguments: visor gateway running [--url URL]")
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, nil)
 	if err != nil {

@@ -307,7 +307,7 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 		return invalid("sessions export: --out %s is a symlink: export into a real folder (the link's target, if that is the one you mean)", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("visor sessions export: --out %s: %w", dir, err)
+		return fmt.Errorf("sessions export: --out %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, id+"."+format)
 	if st, err := os.Lstat(path); err == nil {
@@ -322,7 +322,7 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 	// complete.
 	f, err := os.CreateTemp(dir, "."+id+"-*.tmp")
 	if err != nil {
-		return fmt.Errorf("visor sessions export: %w", err)
+		return fmt.Errorf("sessions export: %w", err)
 	}
 	defer os.Remove(f.Name())
 	if err := store.Export(ctx, id, format, f, dir); err != nil {
@@ -330,10 +330,10 @@ func cliExport(ctx context.Context, store *memory.Store, id, format, dir string,
 		return err
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("visor sessions export: write %s: %w", path, err)
+		return fmt.Errorf("sessions export: write %s: %w", path, err)
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("visor sessions export: %w", err)
+		return fmt.Errorf("sessions export: %w", err)
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", termtext.Clean(path))
 	return nil
