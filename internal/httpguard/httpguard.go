@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/visorhq/visor/images"
@@ -310,6 +311,11 @@ func (g *Guard) ListenAndServe(ctx context.Context, addr string, h http.Handler,
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// Most often the same command still running in another terminal.
+		return fmt.Errorf("%s address %s: in use (another visor, or another program, listens there): stop it, or "+
+			"give another port (127.0.0.1:0 picks a free one): %w", g.cfg.Name, addr, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s address %s: %w", g.cfg.Name, addr, err)
 	}

@@ -1,11 +1,14 @@
 package httpguard_test
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/visorhq/visor/images"
@@ -157,5 +160,25 @@ func TestAPIKey(t *testing.T) {
 	}
 	if _, err := httpguard.New(httpguard.Config{AllowedOrigins: []string{"app.example"}}); err == nil {
 		t.Error("an origin without a scheme was accepted")
+	}
+}
+
+// TestListenOnAPortInUse: a port another program listens on is refused naming the address, the likely cause
+// and the fix, not only the kernel's "bind: address already in use".
+func TestListenOnAPortInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	g, err := httpguard.New(httpguard.Config{Name: "web chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := busy.Addr().String()
+	err = g.ListenAndServe(context.Background(), addr, http.NotFoundHandler(), nil)
+	want := "web chat address " + addr + ": in use (another visor, or another program, listens there): stop it, or give another port (127.0.0.1:0 picks a free one)"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("ListenAndServe on a busy port: %v\nwant %q", err, want)
 	}
 }
