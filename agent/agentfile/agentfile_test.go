@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/agent/agentfile"
+	"github.com/visorhq/visor/internal/testkit"
 )
 
 func TestLoadResolvesPathsAgainstTheFile(t *testing.T) {
@@ -138,21 +139,14 @@ func TestEndpointCredentialsStayOutOfErrors(t *testing.T) {
 
 func TestLoadChecksTheDisk(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	write("m.gguf", "GGUF")
+	testkit.WriteFile(t, dir, "m.gguf", "GGUF")
 	for _, c := range []struct{ src, want string }{
 		{"name: a\nmodel: {endpoint: http://x}\nworkspace: nowhere\n", ":3:1: workspace " + filepath.Join(dir, "nowhere") + " does not exist — create the folder"},
 		{"name: a\nmodel: {endpoint: http://x}\nworkspace: m.gguf\n", ":3:1: workspace " + filepath.Join(dir, "m.gguf") + " is not a folder — "},
 		{"name: a\nmodel:\n  path: missing.gguf\n", ":3:3: model.path " + filepath.Join(dir, "missing.gguf") + " does not exist — fix the path"},
 		{"name: a\nmodel:\n  path: m.gguf\n  mmproj: /dev/zero\n", ":4:3: model.mmproj: /dev/zero is a character device"},
 	} {
-		_, err := agentfile.Load(write("a.yaml", c.src))
+		_, err := agentfile.Load(testkit.WriteFile(t, dir, "a.yaml", c.src))
 		if !errors.Is(err, agentfile.ErrInvalid) || !strings.Contains(err.Error(), filepath.Join(dir, "a.yaml")+c.want) {
 			t.Errorf("%q: %v, want %q", c.src, err, c.want)
 		}
@@ -197,21 +191,12 @@ func TestStepsAreValidatedAndTheirImagesTakenIn(t *testing.T) {
 	if err := png.Encode(&b, img); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	write("shots/a.png", b.Bytes())
-	write("shots/cut.png", b.Bytes()[:b.Len()/2])
-	write("notes.txt", []byte("not an image"))
+	write := func(name, content string) string { return testkit.WriteFile(t, dir, name, content) }
+	write("shots/a.png", b.String())
+	write("shots/cut.png", b.String()[:b.Len()/2])
+	write("notes.txt", "not an image")
 	head := "name: a\nmodel: {endpoint: http://x}\n"
-	s, err := agentfile.Load(write("ok.yaml", []byte(head+"steps:\n  - prompt: look\n    images: [shots/a.png]\n  - prompt: and now?\n")))
+	s, err := agentfile.Load(write("ok.yaml", head+"steps:\n  - prompt: look\n    images: [shots/a.png]\n  - prompt: and now?\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +214,7 @@ func TestStepsAreValidatedAndTheirImagesTakenIn(t *testing.T) {
 			":6:9: step 1: image " + filepath.Join(dir, "shots", "cut.png") + ": image is corrupt or truncated"},
 		{"not an image", "steps:\n  - prompt: look\n    images: [notes.txt]\n", ":5:14: step 1: image " + filepath.Join(dir, "notes.txt") + ": not an image visor accepts"},
 	} {
-		path := write("bad.yaml", []byte(head+c.src))
+		path := write("bad.yaml", head+c.src)
 		_, err := agentfile.Load(path)
 		if !errors.Is(err, agentfile.ErrInvalid) || !strings.Contains(err.Error(), path+c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
 )
 
@@ -137,13 +138,6 @@ func TestConfigFileAndSessionsRememberTheirModel(t *testing.T) {
 // agent.
 func TestValidateReportsWhatRunRefuses(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	for _, c := range []struct {
 		file, src, want string
 	}{
@@ -152,7 +146,7 @@ func TestValidateReportsWhatRunRefuses(t *testing.T) {
 		{"shell.yaml", "name: a\ntools: [run_shell]\n", "shell.yaml:2:1: run_shell runs only the commands it is allowed"},
 		{"gw.yaml", "models:\n  qwen:\n    model: /nope/q.gguf\n    parallel: -1\n", "gw.yaml"},
 	} {
-		p := write(c.file, c.src)
+		p := testkit.WriteFile(t, dir, c.file, c.src)
 		code, out, _ := visorExit(t, "", "validate", p)
 		if code != 1 || !strings.Contains(out, c.want) {
 			t.Errorf("validate %s: exit %d\n%s\nwant %q", c.file, code, out, c.want)
@@ -161,8 +155,8 @@ func TestValidateReportsWhatRunRefuses(t *testing.T) {
 			t.Errorf("validate %s read a gateway models file as an agent file:\n%s", c.file, out)
 		}
 	}
-	ok := write("models.yaml", "models:\n  tiny:\n    model: ~/m.gguf\n")
-	shell := write("shell-ok.yaml", "name: a\ntools: [run_shell, fetch_url]\nallow_shell: [ls]\nallow_fetch: true\n")
+	ok := testkit.WriteFile(t, dir, "models.yaml", "models:\n  tiny:\n    model: ~/m.gguf\n")
+	shell := testkit.WriteFile(t, dir, "shell-ok.yaml", "name: a\ntools: [run_shell, fetch_url]\nallow_shell: [ls]\nallow_fetch: true\n")
 	code, out, _ := visorExit(t, "", "validate", ok, shell)
 	if code != 0 || !strings.Contains(out, ok+": ok (gateway models file)") || !strings.Contains(out, shell+": ok") {
 		t.Fatalf("validate good files: exit %d\n%s", code, out)

@@ -88,14 +88,7 @@ func newFirstHour(t *testing.T) *firstHour {
 // file writes name in the test's folder and returns its path.
 func (f *firstHour) file(name, text string) string {
 	f.t.Helper()
-	p := filepath.Join(f.dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		f.t.Fatal(err)
-	}
-	return p
+	return testkit.WriteFile(f.t, f.dir, name, text)
 }
 
 // visor runs visor with args and stdin; cred, if set, is the user it runs as.

@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
 )
 
@@ -25,13 +24,6 @@ func TestGatewayFixedEnginePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +34,7 @@ func TestGatewayFixedEnginePort(t *testing.T) {
 		{"models:\n  a: {model: " + chat + ", port: 8123}\n  b: {model: " + chat + ", port: 8123}\n", `model "b": port 8123 is also model "a"'s`},
 		{"models:\n  a: {model: " + chat + ", args: [--port, '8123']}\n", `"--port"`},
 	} {
-		_, _, err := visor(t, "gateway", "--config", write("bad.yaml", tc.yaml), "--addr", "127.0.0.1:0")
+		_, _, err := visor(t, "gateway", "--config", testkit.WriteFile(t, dir, "bad.yaml", tc.yaml), "--addr", "127.0.0.1:0")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
 		}
@@ -53,7 +45,7 @@ func TestGatewayFixedEnginePort(t *testing.T) {
 	l.Close() // now free: the engine may have it
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := write("models.yaml", "preload: [tiny]\nmodels:\n  tiny: {model: "+chat+", ctx: 4096, args: [-t, '1'], port: "+used+"}\n")
+	cfg := testkit.WriteFile(t, dir, "models.yaml", "preload: [tiny]\nmodels:\n  tiny: {model: "+chat+", ctx: 4096, args: [-t, '1'], port: "+used+"}\n")
 	_, done, errb := startGateway(t, ctx, "tiny", "--config", cfg, "--addr", "127.0.0.1:0")
 	if b := get(t, "http://127.0.0.1:"+used+"/health"); !strings.Contains(b, "ok") {
 		t.Errorf("the engine's /health on port %s: %q\n%s", used, b, errb.String())

@@ -148,13 +148,7 @@ func TestGatewayCommandErrorsNameTheFix(t *testing.T) {
 	enginetest.Binary(t)
 	t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return testkit.WriteFile(t, dir, name, body) }
 	for _, tc := range []struct {
 		args []string
 		want []string

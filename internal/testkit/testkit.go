@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/png"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -91,6 +92,19 @@ func WritePNG(t testing.TB, path string, w, h, seed int) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// WriteFile writes content to name (slashes make folders) under dir and returns its path.
+func WriteFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // LockedBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
