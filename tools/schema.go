@@ -13,6 +13,8 @@ import (
 
 	gschema "github.com/google/jsonschema-go/jsonschema"
 	"github.com/invopop/jsonschema"
+
+	"github.com/visorhq/visor/internal/schemadraft"
 )
 
 // schemaFor reflects In into the JSON Schema of a tool's arguments object. References are inlined and
@@ -108,14 +110,7 @@ func newValidator(tool string, params json.RawMessage) (*validator, error) {
 	if err := json.Unmarshal(params, &s); err != nil {
 		return nil, fmt.Errorf("parse schema: %w", err)
 	}
-	// MCP servers still publish draft-04/06 schemas; their keywords mostly mean the same in 2020-12, and
-	// refusing every call of such a tool would help no one.
-	switch s.Schema {
-	case "", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema#",
-		"https://json-schema.org/draft/2020-12/schema":
-	default:
-		s.Schema = ""
-	}
+	schemadraft.Tolerate(&s)
 	rs, err := s.Resolve(nil)
 	if err != nil {
 		return nil, fmt.Errorf("resolve schema: %w", err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/visorhq/visor/internal/schemadraft"
 )
 
 var (
@@ -84,14 +86,7 @@ func NewToolSet(defs []ToolDef) (*ToolSet, error) {
 		if err := json.Unmarshal(params, &s); err != nil {
 			return nil, fmt.Errorf("schema of %q: %w", d.Name, err)
 		}
-		// MCP servers still publish draft-04/06 schemas; their keywords mostly mean the same in 2020-12 (the tools
-		// registry reads them the same way).
-		switch s.Schema {
-		case "", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema#",
-			"https://json-schema.org/draft/2020-12/schema":
-		default:
-			s.Schema = ""
-		}
+		schemadraft.Tolerate(&s)
 		rs, err := s.Resolve(nil)
 		if err != nil {
 			return nil, fmt.Errorf("resolve schema of %q: %w", d.Name, err)
