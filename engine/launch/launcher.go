@@ -142,7 +142,10 @@ func (l *Launcher) advertise(ctx context.Context, srv *llamacpp.Server) {
 	if st, taken := FindServed(ctx, l.spec.Key()); taken && st.URL != srv.URL() {
 		return
 	}
-	p := Advertise(l.spec, srv)
+	p, err := Advertise(l.spec, srv)
+	if err != nil {
+		l.o.Logger.Warn("the engine runs, but other visor commands will not find it to reuse", "url", srv.URL(), "err", err)
+	}
 	l.mu.Lock()
 	l.advertised, l.url = p, srv.URL()
 	l.mu.Unlock()

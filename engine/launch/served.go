@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -58,21 +59,31 @@ func FindServed(ctx context.Context, key Key) (Served, bool) {
 }
 
 // Advertise writes the file by which later visor commands for the same spec find srv and reuse it; it returns
-// the file's path (for removing it when srv stops), or "" when it could not be written.
-func Advertise(s Spec, srv *llamacpp.Server) string {
-	if err := os.MkdirAll(RunDir(), 0o755); err != nil {
-		return ""
-	}
+// the file's path (for removing it when srv stops). When it cannot be written the error says why: the server
+// still runs, but the next command would load a second copy of the model beside it.
+func Advertise(s Spec, srv *llamacpp.Server) (string, error) {
 	path := servedPath(s.Key())
 	st := Served{URL: srv.URL(), PID: srv.PID(), VisorPID: os.Getpid(), Model: s.Model, MMProj: s.Projector, Started: time.Now()}
+	if err := writeServed(path, st); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// writeServed writes st at path whole (through a temporary file and a rename), so a reader never sees half.
+func writeServed(path string, st Served) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("advertise the engine: %w", err)
+	}
 	b, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
-		return ""
+		return fmt.Errorf("advertise the engine: %w", err)
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
-		return ""
+		_ = os.Remove(path + ".tmp")
+		return fmt.Errorf("advertise the engine: %w", err)
 	}
-	return path
+	return nil
 }
 
 // ServedPath is where the file for s lives (serve removes it when it stops).
