@@ -61,17 +61,16 @@ type histItem struct {
 
 // histEngine is a one-slot engine whose cache holds a prefix of the conversation as rendered with some cut.
 type histEngine struct {
-	c       Costs
-	p       Profile
-	w       Window
-	items   []histItem
-	images  int // images in items
-	cached  int // items in the cache
-	cacheD  int // the cut the cache was rendered with
-	free    time.Duration
-	res     *HistoryResult
-	pending []Split // work of the current step: [history images, reeval]
-	seg     []histSeg
+	c      Costs
+	p      Profile
+	w      Window
+	items  []histItem
+	images int // images in items
+	cached int // items in the cache
+	cacheD int // the cut the cache was rendered with
+	free   time.Duration
+	res    *HistoryResult
+	seg    []histSeg
 }
 
 type histSeg struct {
@@ -172,7 +171,7 @@ func SimulateHistory(t Trace, c Costs, p Profile, pol HistoryPolicy) (HistoryRes
 		}
 		before := e.images
 		var leads []time.Duration
-		for i, im := range st.Images {
+		for _, im := range st.Images {
 			tokens := im.Tokens
 			if tokens == 0 {
 				_, _, tokens = SizeImage(im.Width, im.Height, c.ImageTokenBudget)
@@ -187,7 +186,6 @@ func SimulateHistory(t Trace, c Costs, p Profile, pol HistoryPolicy) (HistoryRes
 				d := w.Dropped(max(e.images, before+expect))
 				e.render(known, len(e.items), d, d != e.cacheD)
 			}
-			_ = i
 		}
 		seen = append(seen, histStep{images: len(st.Images), leads: leads})
 		e.items = append(e.items, histItem{tokens: st.PromptTokens})
