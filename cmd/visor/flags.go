@@ -28,7 +28,7 @@ var synopses = map[string]string{
 	"gateway":         "gateway [--config models.yaml | --model M.gguf | --endpoint URL] [--addr 127.0.0.1:8080] [flags]\n       visor gateway running | load NAME | unload NAME [--url http://127.0.0.1:8080]   (a running gateway's models)",
 	"gateway load":    "gateway load NAME [--url http://127.0.0.1:8080]   (start a model of a running gateway)",
 	"gateway unload":  "gateway unload NAME [--url http://127.0.0.1:8080]   (stop a model of a running gateway)",
-	"toolcalls parse": "toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt",
+	"toolcalls parse": "toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] [output.txt | < output.txt]",
 	"stats":           "stats [SESSION] [--trace | --json | --costs] [flags]",
 	"plan":            "plan --model M.gguf [--mmproj P.gguf] [flags]",
 	"engine":          "engine [--server llama-server] [--json]   (visor engine install [DIR] installs llama-server)",

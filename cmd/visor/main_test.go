@@ -159,6 +159,28 @@ func TestToolcallsParseCommand(t *testing.T) {
 	if got.Content != "Sure." || len(got.Calls) != 1 || got.Calls[0].Name != "list_dir" || got.Calls[0].Arguments["path"] != "." {
 		t.Fatalf("%+v", got)
 	}
+	// The file given as an argument is read (it was ignored, and the command waited on stdin); stdin is not.
+	file := filepath.Join(t.TempDir(), "output.txt")
+	if err := os.WriteFile(file, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var fromFile bytes.Buffer
+	if err := run(context.Background(), []string{"toolcalls", "parse", file}, strings.NewReader("not this"), &fromFile, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if fromFile.String() != out.String() {
+		t.Errorf("toolcalls parse FILE printed %s, want what stdin gave: %s", fromFile.String(), out.String())
+	}
+	for args, want := range map[string]string{
+		"toolcalls":              "toolcalls: say parse: visor toolcalls parse",
+		"toolcalls parse a b":    `toolcalls parse: one file of model output at most`,
+		"toolcalls parse /nope/": "toolcalls parse: ",
+	} {
+		code, stdout, stderr := visorExit(t, "", strings.Fields(args)...)
+		if code == 0 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("visor %s: exit %d, stdout %q, stderr %q; want one line with %q", args, code, stdout, stderr, want)
+		}
+	}
 }
 
 // firstWrite records when the first answer byte reaches stdout.

@@ -35,9 +35,6 @@ func cmdModels(args []string, stdout, stderr io.Writer) error {
 	if strings.HasPrefix(dir, "-") {
 		return &usageError{Msg: fmt.Sprintf("models write: %q looks like a flag, not a folder: visor models write DIR", dir)}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("models: %w", err)
-	}
 	chat, proj, err := testmodel.Files(dir)
 	if err != nil {
 		return err
@@ -60,11 +57,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	}
 	tiny := ef.Model == "" && ef.Endpoint == ""
 	if tiny {
-		dir := filepath.Join(filepath.Dir(llamacpp.InstallDir()), "models")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		chat, proj, err := testmodel.Files(dir)
+		chat, proj, err := testmodel.Files(filepath.Join(filepath.Dir(llamacpp.InstallDir()), "models"))
 		if err != nil {
 			return err
 		}

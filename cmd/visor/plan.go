@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -42,12 +43,7 @@ func cmdPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return &usageError{Msg: fmt.Sprintf("plan: --%s %d: give a positive number, or 0 for the default", n.name, n.v)}
 		}
 	}
-	if o.CacheK == "" {
-		o.CacheK = *cache
-	}
-	if o.CacheV == "" {
-		o.CacheV = *cache
-	}
+	o.CacheK, o.CacheV = cmp.Or(o.CacheK, *cache), cmp.Or(o.CacheV, *cache)
 	var names []string
 	if *devices != "" {
 		names = strings.Split(*devices, ",")

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"errors"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
 
 	"github.com/visorhq/visor/agent/toolcall"
 	"github.com/visorhq/visor/internal/safefile"
+	"github.com/visorhq/visor/internal/termtext"
 )
 
 // cmdToolcalls is `visor toolcalls parse`: raw model output in, the calls visor would find out, as one JSON
@@ -18,8 +19,7 @@ func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		return nil
 	}
 	if len(args) == 0 || args[0] != "parse" {
-		fmt.Fprintln(stderr, "usage: visor toolcalls parse [--format auto|hermes|qwen-xml|gemma4|glm|mistral] [--tools tools.json] < output.txt")
-		return errors.New("toolcalls: expected the subcommand parse")
+		return &usageError{Msg: "toolcalls: say parse: visor " + synopses["toolcalls parse"]}
 	}
 	fs := flag.NewFlagSet("toolcalls parse", flag.ContinueOnError)
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
@@ -41,6 +41,18 @@ func cmdToolcalls(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		if ts, err = toolcall.ParseTools(b); err != nil {
 			return fmt.Errorf("--tools %s: %w", *toolsFile, err)
 		}
+	}
+	switch {
+	case fs.NArg() > 1:
+		return &usageError{Msg: fmt.Sprintf("toolcalls parse: one file of model output at most, not %q", fs.Args())}
+	case fs.NArg() == 1: // the file the synopsis reads from stdin, given as an argument: read, not ignored
+		b, err := safefile.ReadFile(fs.Arg(0), 16<<20)
+		if err != nil {
+			return fmt.Errorf("toolcalls parse: %w", err)
+		}
+		stdin = bytes.NewReader(b)
+	case termtext.IsTerminal(stdin): // it would wait for input without a word
+		fmt.Fprintln(stderr, "visor toolcalls parse: reading the model's output: paste it, then Ctrl-D (or give a file: < output.txt)")
 	}
 	return toolcall.WriteInspection(stdin, f, ts, stdout)
 }

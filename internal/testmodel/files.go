@@ -2,6 +2,7 @@ package testmodel
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -12,11 +13,14 @@ const (
 	ProjectorFileName = "tiny-mmproj.gguf"
 )
 
-// Files writes the chat model and the default projector into dir (which must exist) and returns their paths. It
+// Files writes the chat model and the default projector into dir (made if missing) and returns their paths. It
 // takes a few milliseconds, so tests can call it per test with t.TempDir().
 func Files(dir string) (chat, projector string, err error) {
 	chat = filepath.Join(dir, ChatFileName)
 	projector = filepath.Join(dir, ProjectorFileName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("the tiny models' folder: %w", err)
+	}
 	if err := WriteChatFile(chat); err != nil {
 		return "", "", fmt.Errorf("testmodel: files in %s: %w", dir, err)
 	}
