@@ -363,3 +363,28 @@ func TestSeedCheckH200(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedCheck24GiBH200 replays the seed's 24 GiB case on the H200 (ballast to 24,577 MiB free, Vulkan, d95d4fa
+// and 2118084): the plan chose resident vision + MTP at 262,144 with q8_0 KV and planned 22,011 MiB; NVML's peak
+// use over five screenshots up to 2048×2048 was 22,049, 22,045 and 22,050 MiB in three starts. The plan must stay
+// within 0.5% of that, and still choose that mode, context and cache.
+func TestSeedCheck24GiBH200(t *testing.T) {
+	t.Parallel()
+	model, mmproj := blogFiles(t)
+	gpu := StaticGPUs{{Index: 0, Name: "NVIDIA H200", Total: 143771 * MiB, Free: 24577 * MiB, Source: "test"}}
+	res, err := PlanFiles(context.Background(), FileOptions{Model: model, MMProj: mmproj, GPU: "auto", Source: gpu,
+		Options: Options{Ctx: 262144, Parallel: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := res.Recommended()
+	if !ok || rec.Mode != ModeResident || rec.LaunchCtx() != 262144 || res.Options.CacheK != "q8_0" {
+		t.Fatalf("recommended %s at %d with %s KV, want resident at 262144 with q8_0", rec.Mode, rec.LaunchCtx(), res.Options.CacheK)
+	}
+	const measured = 22049.0 // the middle of 22,045, 22,049 and 22,050
+	got := float64(rec.Total) / MiB
+	t.Logf("planned %.0f MiB, measured %.0f", got, measured)
+	if d := math.Abs(got/measured - 1); d > 0.005 {
+		t.Errorf("resident total %.0f MiB, NVML measured %.0f (%+.1f%%, tolerance 0.5%%)", got, measured, 100*(got/measured-1))
+	}
+}
