@@ -90,7 +90,7 @@ func (s Spec) ValidateFrom(origin string) error {
 			errs = append(errs, fmt.Errorf("--endpoint %s: give an http:// or https:// URL such as http://127.0.0.1:8080", engine.RedactURL(s.Endpoint)))
 		}
 	} else if _, err := llamacpp.Find(s.Server); err != nil {
-		errs = append(errs, fmt.Errorf("llama-server: %w", err))
+		errs = append(errs, err) // it names the server's origin (--server, VISOR_LLAMA_SERVER) or where it looked
 	}
 	if s.Ctx < 0 {
 		errs = append(errs, fmt.Errorf("--ctx %d: give a context size in tokens, or 0 for the model's default", s.Ctx))

@@ -7,6 +7,7 @@ package llamacpp
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,33 +32,38 @@ func InstallDir() string {
 // the folder install-engine.sh installs into.
 func Find(explicit string) (string, error) {
 	if explicit != "" {
-		return checkExec(explicit)
+		return checkExec("--server ", explicit)
 	}
 	if env := os.Getenv("VISOR_LLAMA_SERVER"); env != "" {
-		return checkExec(env)
+		return checkExec("VISOR_LLAMA_SERVER=", env)
 	}
 	if p, err := exec.LookPath("llama-server"); err == nil {
 		return p, nil
 	}
 	installed := filepath.Join(InstallDir(), "bin", "llama-server")
 	if _, err := os.Stat(installed); err == nil {
-		return checkExec(installed)
+		return checkExec("the installed engine ", installed)
 	}
 	return "", fmt.Errorf("%w on $PATH or in %s: run `visor engine install` (in a checkout: make engine), or pass --server PATH",
 		ErrNotFound, filepath.Dir(installed))
 }
 
-func checkExec(p string) (string, error) {
+// checkExec checks the llama-server binary at p, which origin named ("--server ", "VISOR_LLAMA_SERVER="), so
+// the error says where the wrong path came from and what to do.
+func checkExec(origin, p string) (string, error) {
+	const fix = "give the path of a llama-server binary, or leave it unset for the one `visor engine install` installs"
 	fi, err := os.Stat(p)
-	if err != nil {
-		return "", fmt.Errorf("llama-server at %s: %w", p, err)
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("llama-server at %s is not an executable file", p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("%s%s: no such file: %s", origin, p, fix)
+	case err != nil:
+		return "", fmt.Errorf("%s%s: %w", origin, p, err)
+	case fi.IsDir() || fi.Mode()&0o111 == 0:
+		return "", fmt.Errorf("%s%s: not an executable file: %s", origin, p, fix)
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return "", fmt.Errorf("llama-server at %s: %w", p, err)
+		return "", fmt.Errorf("%s%s: %w", origin, p, err)
 	}
 	return abs, nil
 }
