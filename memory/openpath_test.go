@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,4 +46,36 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 		t.Fatalf("OpenExisting after OpenPath created it: %v", err)
 	}
 	st.Close()
+}
+
+// TestNotADatabaseByResultCode: a file that is no database is told so, whether opened for writing or read-only
+// (known by SQLite's result code, SQLITE_NOTADB, not the words of its message), and a write to a store opened
+// read-only is ErrReadOnly.
+func TestNotADatabaseByResultCode(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.db")
+	if err := os.WriteFile(notes, []byte(strings.Repeat("my notes, not a database\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{false, true} {
+		_, err := OpenWithOptions(ctx, notes, Options{ReadOnly: ro})
+		if err == nil || !strings.Contains(err.Error(), notes+" is not a visor database") || !notADatabase(err) {
+			t.Errorf("read-only %v: %v, want it named not a visor database", ro, err)
+		}
+	}
+	path := filepath.Join(dir, "v.db")
+	st, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err = OpenWithOptions(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateSession(ctx, Session{Title: "t"}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("a write to a read-only store: %v, want ErrReadOnly", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -138,7 +139,7 @@ func OpenWithOptions(ctx context.Context, path string, opts Options) (*Store, er
 	s := &Store{db: db, path: abs, logger: logger, module: opts.module}
 	if err := s.init(ctx); err != nil {
 		db.Close()
-		if strings.Contains(err.Error(), "not a database") || strings.Contains(err.Error(), "malformed") {
+		if notADatabase(err) {
 			return nil, fmt.Errorf("memory: %s is not a visor database (%w): pass --db with another file, or move this one away", abs, err)
 		}
 		if !strings.Contains(err.Error(), abs) {
@@ -190,7 +191,7 @@ func openReadOnly(ctx context.Context, abs string, logger *slog.Logger, module s
 			break
 		}
 	}
-	if strings.Contains(lastErr.Error(), "not a database") || strings.Contains(lastErr.Error(), "malformed") {
+	if notADatabase(lastErr) {
 		return nil, fmt.Errorf("memory: %s is not a visor database (%w): pass --db with another file", abs, lastErr)
 	}
 	return nil, lastErr
@@ -226,10 +227,20 @@ func (s *Store) initReadOnly(ctx context.Context) error {
 
 // readOnlyError is err, said as what it is when a write meets a store opened read-only.
 func (s *Store) readOnlyError(what string, err error) error {
-	if !s.readOnly || !strings.Contains(err.Error(), "readonly") {
+	if !s.readOnly || !isSQLite(err, sqlite3.ErrReadonly) {
 		return err
 	}
-	return fmt.Errorf("memory: %s: %w: %s is opened read-only, as its file or folder is not writable: give yourself write access to it (%v)", what, ErrReadOnly, s.path, err)
+	return fmt.Errorf("memory: %s: %w: %s is opened read-only, as its file or folder is not writable: give yourself write access to it (%w)", what, ErrReadOnly, s.path, err)
+}
+
+// notADatabase says SQLite found the file is no database, or a damaged one: by its result code, since the
+// words of its message are not an API.
+func notADatabase(err error) bool { return isSQLite(err, sqlite3.ErrNotADB, sqlite3.ErrCorrupt) }
+
+// isSQLite reports whether err is one of SQLite's primary result codes.
+func isSQLite(err error, codes ...sqlite3.ErrNo) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && slices.Contains(codes, se.Code)
 }
 
 // ReadOnly says the store was opened with Options.ReadOnly.
