@@ -57,7 +57,7 @@ func testPool(t *testing.T, cfg Config, models ...Model) (*Pool, func() []string
 	}
 }
 
-func acquire(p *Pool, ctx context.Context, name string) (func(), error) {
+func acquire(ctx context.Context, p *Pool, name string) (func(), error) {
 	l, err := p.Acquire(ctx, name, "", -1)
 	if err != nil {
 		return nil, err
@@ -69,15 +69,15 @@ func TestPoolSwapWaitsForRequestsAndKeepsGroups(t *testing.T) {
 	p, log := testPool(t, Config{MaxQueue: 8}, Model{Name: "a", Group: "g"}, Model{Name: "b", Group: "g"}, Model{Name: "c"},
 		Model{Name: "r", Remote: true})
 	ctx := context.Background()
-	relA, err := acquire(p, ctx, "a")
+	relA, err := acquire(ctx, p, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	relB, err := acquire(p, ctx, "b") // same group: loads beside a
+	relB, err := acquire(ctx, p, "b") // same group: loads beside a
 	if err != nil {
 		t.Fatal(err)
 	}
-	relR, err := acquire(p, ctx, "r") // remote: swaps nothing out
+	relR, err := acquire(ctx, p, "r") // remote: swaps nothing out
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestPoolSwapWaitsForRequestsAndKeepsGroups(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		rel, err := acquire(p, ctx, "c")
+		rel, err := acquire(ctx, p, "c")
 		if err == nil {
 			rel()
 		}
@@ -99,7 +99,7 @@ func TestPoolSwapWaitsForRequestsAndKeepsGroups(t *testing.T) {
 	}
 	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := acquire(p, actx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := acquire(actx, p, "a"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a new request for a while c waits: %v, want it to wait", err)
 	}
 	relA()
@@ -123,13 +123,13 @@ func TestPoolSwapWaitsForRequestsAndKeepsGroups(t *testing.T) {
 func TestPoolQueueIsBounded(t *testing.T) {
 	p, _ := testPool(t, Config{MaxQueue: 1}, Model{Name: "a", Slots: 1})
 	ctx := context.Background()
-	rel, err := acquire(p, ctx, "a")
+	rel, err := acquire(ctx, p, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error, 1)
 	go func() {
-		rel2, err := acquire(p, ctx, "a")
+		rel2, err := acquire(ctx, p, "a")
 		if err == nil {
 			rel2()
 		}
@@ -138,7 +138,7 @@ func TestPoolQueueIsBounded(t *testing.T) {
 	for p.Stats().Waiting != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := acquire(p, ctx, "a"); !errors.Is(err, ErrBusy) {
+	if _, err := acquire(ctx, p, "a"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("third request with one slot and a queue of one: %v, want ErrBusy", err)
 	}
 	rel()
@@ -146,9 +146,9 @@ func TestPoolQueueIsBounded(t *testing.T) {
 		t.Fatalf("the queued request: %v", err)
 	}
 	p, _ = testPool(t, Config{MaxQueue: 1, QueueTimeout: 10 * time.Millisecond}, Model{Name: "a", Slots: 1})
-	rel, _ = acquire(p, ctx, "a")
+	rel, _ = acquire(ctx, p, "a")
 	defer rel()
-	if _, err := acquire(p, ctx, "a"); !errors.Is(err, ErrQueueTimeout) {
+	if _, err := acquire(ctx, p, "a"); !errors.Is(err, ErrQueueTimeout) {
 		t.Fatalf("after the queue timeout: %v", err)
 	}
 }
@@ -162,13 +162,13 @@ func TestPoolUnloadsIdleModels(t *testing.T) {
 	p, log := testPool(t, Config{MaxQueue: 8, IdleUnload: time.Minute, Now: clock}, Model{Name: "a"}, Model{Name: "r", Remote: true})
 	ctx := context.Background()
 	for _, n := range []string{"a", "r"} {
-		rel, err := acquire(p, ctx, n)
+		rel, err := acquire(ctx, p, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rel()
 	}
-	busy, _ := acquire(p, ctx, "a")
+	busy, _ := acquire(ctx, p, "a")
 	advance(2 * time.Minute)
 	if n := p.UnloadIdle(); n != 0 {
 		t.Fatalf("unloaded %d models while a request runs", n)
@@ -191,7 +191,7 @@ func TestPoolUnloadsIdleModels(t *testing.T) {
 func TestPoolUnloadAndClose(t *testing.T) {
 	p, log := testPool(t, Config{MaxQueue: 8}, Model{Name: "a"}, Model{Name: "r", Remote: true})
 	ctx := context.Background()
-	rel, err := acquire(p, ctx, "a")
+	rel, err := acquire(ctx, p, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestPoolUnloadAndClose(t *testing.T) {
 	if ok, err := p.Unload(ctx, "a"); ok || err != nil {
 		t.Fatalf("unloading a model not loaded: %v, %v; want false", ok, err)
 	}
-	relR, err := acquire(p, ctx, "r")
+	relR, err := acquire(ctx, p, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestPoolUnloadAndClose(t *testing.T) {
 	if err := p.Close(ctx); err != nil || !slices.Contains(log(), "close r") {
 		t.Fatalf("close: %v, log %v", err, log())
 	}
-	if _, err := acquire(p, ctx, "a"); !errors.Is(err, ErrClosed) {
+	if _, err := acquire(ctx, p, "a"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
 	if err := p.Close(ctx); err != nil {
