@@ -186,8 +186,9 @@ func closerLen(r string) int {
 	return n
 }
 
-// atLineStart reports whether only spaces or tabs stand between s[i] and the previous newline (or from).
-func atLineStart(s string, from, i int) bool {
+// atLineStart reports whether only spaces or tabs stand between s[i] and the previous newline (or from): in a
+// finished reply (a string) or the stream's buffer (bytes).
+func atLineStart[T string | []byte](s T, from, i int) bool {
 	for j := i - 1; j >= from; j-- {
 		switch s[j] {
 		case ' ', '\t':

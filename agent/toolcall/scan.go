@@ -544,7 +544,7 @@ func (p *Parser) stepBlock(s *stream, final bool) bool {
 		case s.inQuote:
 		case tag == tagCallOpen || tag == tagFuncOpen:
 			switch {
-			case !lineStart(s.buf, idx):
+			case !atLineStart(s.buf, 0, idx):
 			case tag == tagFuncOpen && !s.inFunc && s.depth == 0:
 				s.inFunc = true
 			case s.inFunc:
@@ -646,20 +646,6 @@ func (p *Parser) stepJSONBlock(s *stream, final bool) bool {
 		s.buf = s.buf[:0]
 	}
 	return false
-}
-
-// lineStart reports whether only spaces or tabs stand between buf[idx] and the previous newline or the start.
-func lineStart(buf []byte, idx int) bool {
-	for j := idx - 1; j >= 0; j-- {
-		switch buf[j] {
-		case ' ', '\t':
-			continue
-		case '\n':
-			return true
-		}
-		return false
-	}
-	return true
 }
 
 // endBlock handles a block whose body is s.buf[:n], ended by tag ("" for none). closed is false when the stream
