@@ -42,14 +42,7 @@ func Service(t testing.TB, srv *llamacpp.Server, store *memory.Store, tune func(
 	if store != nil {
 		cfg.Store = store
 	}
-	if tune != nil {
-		tune(&cfg)
-	}
-	svc, err := session.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return newService(t, cfg, tune)
 }
 
 // FakeService runs turns with a stand-in agent, for tests about which requests a front end lets through.
@@ -58,6 +51,12 @@ func FakeService(t testing.TB, a session.Agent, tune func(*session.Config)) *ses
 	cfg := session.Config{Engine: FixedEngine{conductor.Ready{Client: engine.NewClient("http://127.0.0.1:9", ""), Generation: 1}},
 		Vision:   session.VisionYes,
 		NewAgent: func(conductor.Ready, llamacpp.Props) (session.Agent, error) { return a, nil }}
+	return newService(t, cfg, tune)
+}
+
+// newService makes the service of cfg after tune, which lets a test change any of it.
+func newService(t testing.TB, cfg session.Config, tune func(*session.Config)) *session.Service {
+	t.Helper()
 	if tune != nil {
 		tune(&cfg)
 	}
