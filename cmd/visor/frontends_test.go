@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -410,26 +409,20 @@ func (w *webDriver) send(t *testing.T, text string, image []byte) (string, error
 	if resp.StatusCode != 200 {
 		return "", fmt.Errorf("send: %d %s", resp.StatusCode, b)
 	}
+	events, err := testkit.ReadEvents(bytes.NewReader(b))
+	if err != nil {
+		return "", err
+	}
 	var answer strings.Builder
 	var done map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	kind := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			kind = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			var d map[string]any
-			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d)
-			switch kind {
-			case "token":
-				answer.WriteString(fmt.Sprint(d["text"]))
-			case "notice":
-				w.errb.Write([]byte(fmt.Sprint(d["text"]) + "\n"))
-			case "done":
-				done = d
-			}
+	for _, e := range events {
+		switch e.Kind {
+		case "token":
+			answer.WriteString(fmt.Sprint(e.Data["text"]))
+		case "notice":
+			w.errb.Write([]byte(fmt.Sprint(e.Data["text"]) + "\n"))
+		case "done":
+			done = e.Data
 		}
 	}
 	if done == nil {

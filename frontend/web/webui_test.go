@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,11 +21,6 @@ import (
 
 func screenshot(t *testing.T) []byte {
 	return testkit.PNG(t, 16, 16)
-}
-
-type sseEvent struct {
-	kind string
-	data map[string]any
 }
 
 // pageToken loads the chat page at base as a browser would and returns the token its script sends back.
@@ -63,27 +57,6 @@ func post(t *testing.T, url, token, ctype string, body []byte) *http.Response {
 		t.Fatal(err)
 	}
 	return resp
-}
-
-func readEvents(t *testing.T, r io.Reader) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	sc := bufio.NewScanner(r)
-	var kind string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			kind = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			var d map[string]any
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
-				t.Fatalf("bad event data %q: %v", line, err)
-			}
-			out = append(out, sseEvent{kind, d})
-		}
-	}
-	return out
 }
 
 // TestChatWithScreenshot drives the web chat's API against a real agent on the real llama-server with the tiny
@@ -126,22 +99,25 @@ func TestChatWithScreenshot(t *testing.T) {
 	resp.Body.Close()
 
 	resp = post(t, base+"/send", tok, "application/json", []byte(`{"text":"What is on screen?"}`))
-	evs := readEvents(t, resp.Body)
+	evs, err := testkit.ReadEvents(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var answer strings.Builder
 	var done map[string]any
 	images := 0
 	var explained []string
 	for _, e := range evs {
-		switch e.kind {
+		switch e.Kind {
 		case "token":
-			answer.WriteString(e.data["text"].(string))
+			answer.WriteString(e.Data["text"].(string))
 		case "images":
-			images = int(e.data["count"].(float64))
+			images = int(e.Data["count"].(float64))
 		case "explain":
-			explained = append(explained, e.data["text"].(string))
+			explained = append(explained, e.Data["text"].(string))
 		case "done":
-			done = e.data
+			done = e.Data
 		}
 	}
 	if answer.String() != "Hi!" || images != 1 || done == nil || done["reason"] != "answer" {

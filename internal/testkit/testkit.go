@@ -3,12 +3,17 @@
 package testkit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -104,6 +109,33 @@ func WriteFile(t testing.TB, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Event is one server-sent event of the web chat's streams: its name and its data, decoded.
+type Event struct {
+	Kind string
+	Data map[string]any
+}
+
+// ReadEvents reads the server-sent events (event: NAME, data: JSON) of r to its end.
+func ReadEvents(r io.Reader) ([]Event, error) {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	var kind string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var d map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
+				return out, fmt.Errorf("bad event data %q: %w", line, err)
+			}
+			out = append(out, Event{kind, d})
+		}
+	}
+	return out, sc.Err()
 }
 
 // LockedBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
