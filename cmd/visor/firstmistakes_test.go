@@ -216,23 +216,8 @@ func sessionsIn(t *testing.T, db string) map[string]int {
 	if _, err := os.Stat(db); err != nil {
 		return nil
 	}
-	st, err := memory.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ss, err := st.ListSessions(context.Background(), memory.SessionFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int{}
-	for _, s := range ss {
-		msgs, err := st.Messages(context.Background(), s.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[s.ID] = len(msgs)
-	}
+	eachStoredSession(t, db, func(id string, msgs []memory.Message) { out[id] = len(msgs) })
 	return out
 }
 

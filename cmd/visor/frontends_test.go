@@ -528,7 +528,16 @@ func (m *mcpDriver) close(t *testing.T) {
 }
 func (m *mcpDriver) stderr() string { return m.errb.String() }
 
+// storedMessages are the messages of every session stored in db.
 func storedMessages(t *testing.T, db string) []memory.Message {
+	t.Helper()
+	var all []memory.Message
+	eachStoredSession(t, db, func(_ string, msgs []memory.Message) { all = append(all, msgs...) })
+	return all
+}
+
+// eachStoredSession calls f with each session stored in db and its messages, in the store's order.
+func eachStoredSession(t *testing.T, db string, f func(id string, msgs []memory.Message)) {
 	t.Helper()
 	st, err := memory.Open(context.Background(), db)
 	if err != nil {
@@ -539,15 +548,13 @@ func storedMessages(t *testing.T, db string) []memory.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []memory.Message
 	for _, s := range ss {
 		msgs, err := st.Messages(context.Background(), s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, msgs...)
+		f(s.ID, msgs)
 	}
-	return all
 }
 
 // TestImageIntakeInEveryFrontEnd sends a corrupt, a truncated, an oversized and a bomb image through each front
