@@ -51,14 +51,7 @@ func PlanCut(c Costs, n CutNeeds) CutPlan {
 		return p
 	}
 	p.Cut = true
-	tokens := n.ImageTokens
-	if tokens <= 0 {
-		tokens = min(max(c.ImageTokenBudget, 1), 1024)
-	}
-	text := n.StepTokens
-	if text <= 0 {
-		text = 600
-	}
+	tokens, text := typicalStep(c, n.ImageTokens, n.StepTokens)
 	// From the first new stub on: the stubs' steps, then the images still sent and their steps.
 	kept := n.Images - next
 	p.Reeval = c.Encode(n.Profile, kept*tokens) + c.Prefill((next-now+kept)*text) + time.Duration(kept)*c.CachedImage.D()

@@ -51,6 +51,19 @@ const (
 	requestFloor = 170 * time.Millisecond
 )
 
+// typicalStep is the size of one step a window is planned for, an image's tokens and the step's text: those
+// given, or where none is given (0) an image of the cost model's budget, at most 1,024 tokens, and 600 of text.
+func typicalStep(c Costs, imageTokens, stepTokens int) (image, text int) {
+	image, text = imageTokens, stepTokens
+	if image <= 0 {
+		image = min(max(c.ImageTokenBudget, 1), 1024)
+	}
+	if text <= 0 {
+		text = 600
+	}
+	return image, text
+}
+
 // ChooseWindow picks the window from the cost model. Each image a request carries costs CachedImage on the
 // server (decoded and hashed again before the cache can match it), on every request; a cut (the window moving)
 // makes the server evaluate the conversation again from the first new stub on: the kept images' encodes and the
@@ -59,14 +72,7 @@ const (
 // second per request; Batch minimizes the expected exposed time per step, history images plus the cut's
 // exposed share once per Batch images; the images of one request stay within a quarter of the context.
 func ChooseWindow(c Costs, n WindowNeeds) Window {
-	tokens := n.ImageTokens
-	if tokens <= 0 {
-		tokens = min(max(c.ImageTokenBudget, 1), 1024)
-	}
-	text := n.StepTokens
-	if text <= 0 {
-		text = 600
-	}
+	tokens, text := typicalStep(c, n.ImageTokens, n.StepTokens)
 	keep := n.MinKeep
 	if keep <= 0 {
 		keep = 2
