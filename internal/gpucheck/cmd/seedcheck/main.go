@@ -757,15 +757,18 @@ func streamRaw(ctx context.Context, url string) (float64, engine.Timings, error)
 	return float64(tim.Timings.PredictedN-1) / el.Seconds(), tim.Timings, nil
 }
 
+// verdict is a check's line: PASS or FAIL, then what was checked.
+func verdict(ok bool, f string, a ...any) string {
+	v := "FAIL"
+	if ok {
+		v = "PASS"
+	}
+	return fmt.Sprintf("%s  %s", v, fmt.Sprintf(f, a...))
+}
+
 func checks(rep Report) []string {
 	var out []string
-	add := func(ok bool, f string, a ...any) {
-		v := "FAIL"
-		if ok {
-			v = "PASS"
-		}
-		out = append(out, fmt.Sprintf("%s  %s", v, fmt.Sprintf(f, a...)))
-	}
+	add := func(ok bool, f string, a ...any) { out = append(out, verdict(ok, f, a...)) }
 	var main, ctl *Run
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
@@ -827,13 +830,7 @@ func checks(rep Report) []string {
 // cancels slow drift). The server's own per-request rates and accepted drafts show how much noise is left.
 func tpsChecks(r *Run) []string {
 	var out []string
-	add := func(ok bool, f string, a ...any) {
-		v := "FAIL"
-		if ok {
-			v = "PASS"
-		}
-		out = append(out, fmt.Sprintf("%s  %s", v, fmt.Sprintf(f, a...)))
-	}
+	add := func(ok bool, f string, a ...any) { out = append(out, verdict(ok, f, a...)) }
 	n := min(len(r.VisorTPS), len(r.RawTPS))
 	if n == 0 {
 		add(false, "no tokens/s pairs measured")
