@@ -106,18 +106,26 @@ func TestGatewayShowsLoading(t *testing.T) {
 		t.Errorf("state %q after the load", one.State)
 	}
 
-	oc := openai.DefaultConfig("")
-	oc.BaseURL = srv.URL + "/v1"
-	s, err := openai.NewClientWithConfig(oc).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "broken",
-		Messages: []openai.ChatCompletionMessage{user("hello")}})
-	if err == nil {
-		defer s.Close()
-		_, err = s.Recv()
-	}
+	err = firstStreamEvent(srv.URL, "broken")
 	var ae *openai.APIError
 	if !errors.As(err, &ae) || !strings.Contains(ae.Message, `"broken" is not available`) {
 		t.Fatalf("a model that cannot load: %v, want the stream's error event naming it", err)
 	}
+}
+
+// firstStreamEvent opens a streamed chat with model at base through go-openai and reads its first event; the
+// error is where either failed.
+func firstStreamEvent(base, model string) error {
+	oc := openai.DefaultConfig("")
+	oc.BaseURL = base + "/v1"
+	s, err := openai.NewClientWithConfig(oc).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: model,
+		Messages: []openai.ChatCompletionMessage{user("hello")}})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	_, err = s.Recv()
+	return err
 }
 
 // noticed signals once the handler writes the first bytes of a body: the loading notice of a stream whose
@@ -170,14 +178,7 @@ func TestGatewayFailedLoadAfterNotices(t *testing.T) {
 		return srv.URL
 	}
 
-	oc := openai.DefaultConfig("")
-	oc.BaseURL = serve(t) + "/v1"
-	s, err := openai.NewClientWithConfig(oc).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "broken",
-		Messages: []openai.ChatCompletionMessage{user("hello")}})
-	if err == nil {
-		defer s.Close()
-		_, err = s.Recv()
-	}
+	err := firstStreamEvent(serve(t), "broken")
 	var ae *openai.APIError
 	if !errors.As(err, &ae) || !strings.Contains(ae.Message, `the model "broken" is not available`) || ae.Type != "server_error" {
 		t.Fatalf("go-openai after a failed load: %v, want the gateway's error naming the model", err)
