@@ -796,6 +796,30 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 			r := f.visor(t, nil, "", "ask", "what is here?", "--config", cfg, "--model", f.chat, "--plan", "off", "--no-store")
 			r.expect(t, 0, "only-here.txt")
 		}},
+		{"a command that reads stdin, run at a terminal", func(t *testing.T) {
+			// mcp serve and toolcalls parse read a protocol or a paste from stdin: at a terminal they said
+			// nothing and looked hung.
+			stderrShows := func(tt *tmuxTerm, want string) {
+				t.Helper()
+				for deadline := time.Now().Add(fmDeadline); !strings.Contains(tt.stderr(), want); time.Sleep(30 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("stderr never said %q:\n%s\n%s", want, tt.stderr(), tt.screen())
+					}
+				}
+			}
+			mcp := startTmux(t, t.TempDir(), "mcp", "mcp", "serve", "--model", f.chat, "--plan", "off", "--no-store")
+			stderrShows(mcp, "waits for an MCP client's JSON-RPC on stdin")
+			mcp.keys("C-d") // Ctrl-C would also end the harness's shell (the terminal is not in raw mode)
+			if code := mcp.exitCode(); code != "0" {
+				t.Errorf("mcp serve after Ctrl-D: exit %s\n%s", code, mcp.stderr())
+			}
+			tc := startTmux(t, t.TempDir(), "tc", "toolcalls", "parse")
+			stderrShows(tc, "paste it, then Ctrl-D")
+			tc.keys(`<tool_call>{"name": "list_dir", "arguments": {}}</tool_call>`, "Enter", "C-d")
+			if code := tc.exitCode(); code != "0" { // what it prints is TestToolcallsParseCommand's
+				t.Errorf("toolcalls parse: exit %s\n%s", code, tc.stderr())
+			}
+		}},
 		{"zero steps", func(t *testing.T) {
 			f.everywhere(t, cliFrontEnds, []string{"--model", f.chat, "--max-steps", "0"}, -1, "--max-steps 0", "1 or more")
 		}},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/visorhq/visor/frontend/mcpserver"
 	"github.com/visorhq/visor/internal/httpguard"
+	"github.com/visorhq/visor/internal/termtext"
 )
 
 // cmdMCP runs `visor mcp serve`: the agent behind an MCP server, on stdio or streamable HTTP.
@@ -20,8 +20,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return nil
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprint(stderr, mcpserver.Usage)
-		return errors.New("mcp: want the subcommand serve: visor mcp serve [--http 127.0.0.1:PORT]")
+		return &usageError{Msg: "mcp: say serve: visor mcp serve [--http 127.0.0.1:PORT] (visor mcp -h)"}
 	}
 	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
 	fs.SetOutput(stdout) // -h prints the flags there; errors are returned
@@ -59,7 +58,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	if *httpAddr == "" {
 		// stdout carries the protocol; everything for people goes to stderr.
-		fmt.Fprintln(stderr, "visor MCP server on stdio (tool "+*toolName+")")
+		fmt.Fprintln(stderr, mcpserver.StdioBanner(*toolName, termtext.IsTerminal(stdin)))
 		return srv.ServeIO(ctx, stdin, stdout)
 	}
 	return srv.ListenAndServe(ctx, *httpAddr, func(url string) {

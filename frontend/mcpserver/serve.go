@@ -19,6 +19,17 @@ http://ADDR/mcp, on a loopback address unless VISOR_SERVE_KEY is set (clients th
 Authorization: Bearer KEY).
 `
 
+// StdioBanner is the line `visor mcp serve` says on stderr when it serves on stdio. A person who runs it at a
+// terminal gets what to do with it, since the server then waits for JSON-RPC on stdin without a word.
+func StdioBanner(tool string, terminal bool) string {
+	line := "visor MCP server on stdio (tool " + tool + ")"
+	if terminal {
+		line += ": it waits for an MCP client's JSON-RPC on stdin; let the client start it (command visor, args " +
+			"mcp serve and your flags), or serve HTTP with --http 127.0.0.1:PORT; Ctrl-C quits"
+	}
+	return line
+}
+
 // ServeIO serves one client over newline-delimited JSON on r and w (stdin and stdout for `visor mcp serve`)
 // until the client closes r or ctx ends. Each line is checked before the SDK reads it: a malformed frame is
 // answered with a JSON-RPC error (-32700 or -32600) and the server goes on, where the SDK alone would stop.

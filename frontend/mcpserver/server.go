@@ -143,7 +143,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{Logger: s.logger})
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version},
+		&sdk.ServerOptions{Logger: slog.New(quietStop{s.logger.Handler()})})
 	sdk.AddTool(s.srv, &sdk.Tool{Name: cfg.ToolName, Description: cfg.Description, InputSchema: schema}, s.ask)
 	return s, nil
 }
@@ -249,3 +250,17 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskInput)
 	}
 	return res, out, nil
 }
+
+// quietStop drops the SDK's "server run cancelled", which it logs as an error when the server is stopped the
+// normal way (Ctrl-C, or the client ending it with a signal): `visor mcp serve` printed level=ERROR on every quit.
+type quietStop struct{ slog.Handler }
+
+func (q quietStop) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "server run cancelled" {
+		return nil
+	}
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quietStop) WithAttrs(as []slog.Attr) slog.Handler { return quietStop{q.Handler.WithAttrs(as)} }
+func (q quietStop) WithGroup(name string) slog.Handler    { return quietStop{q.Handler.WithGroup(name)} }

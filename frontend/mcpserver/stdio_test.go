@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -284,4 +285,34 @@ func FuzzStdioFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStdioStopIsNoError: stopping the stdio server the normal way (Ctrl-C cancels the context) ends ServeIO
+// without an error and logs nothing at error level (the SDK's "server run cancelled" was printed on every quit);
+// a terminal gets a banner that says what the server waits for.
+func TestStdioStopIsNoError(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := mcpserver.New(mcpserver.Config{Sessions: testkit.FakeService(t, echoRunner{}, nil), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe() // a reader that never ends, as a terminal's stdin
+	defer inW.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ServeIO(ctx, inR, io.Discard) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ServeIO after its context ended: %v", err)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a normal stop logged an error:\n%s", logs.String())
+	}
+	if b := mcpserver.StdioBanner("ask", true); !strings.Contains(b, "waits for an MCP client") || !strings.Contains(b, "--http") {
+		t.Errorf("terminal banner %q", b)
+	}
+	if b := mcpserver.StdioBanner("ask", false); b != "visor MCP server on stdio (tool ask)" {
+		t.Errorf("client banner %q", b)
+	}
 }
