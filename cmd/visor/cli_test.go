@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/visorhq/visor/engine/gguf"
+	"github.com/visorhq/visor/engine/modelgen"
 	"github.com/visorhq/visor/internal/enginetest"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/memory"
@@ -249,6 +251,34 @@ func TestEveryCommandHelp(t *testing.T) {
 		code, _, errOut := visorExit(t, "", c.args...)
 		if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {
 			t.Errorf("visor %s: exit %d, stderr %q; want exit 2 and one line with %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}
+
+// TestBareCommandsSayWhatTheyNeed: a command run with nothing it needs says so in one line naming the flag,
+// without Go's "Usage of …" flag dump or a package's name in front.
+func TestBareCommandsSayWhatTheyNeed(t *testing.T) {
+	proj := filepath.Join(t.TempDir(), "mmproj.gguf")
+	kv, ts := modelgen.QwenVLProjector()
+	if err := gguf.WriteFile(proj, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"simulate"}, 2, "simulate: give --trace FILE"},
+		{[]string{"plan"}, 1, "visor: no model: pass --model M.gguf"},
+		{[]string{"plan", "--model", proj}, 1, "--model " + proj + ": is a vision projector, not a chat model: pass it as --mmproj"},
+		{[]string{"mcp"}, 2, "mcp: say serve: visor mcp serve"},
+		{[]string{"toolcalls"}, 2, "toolcalls: say parse"},
+	} {
+		code, out, errOut := visorExit(t, "", c.args...)
+		if code != c.code || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) ||
+			strings.Contains(errOut, "Usage of") || strings.Contains(errOut, "vram:") {
+			t.Errorf("visor %s: exit %d, stdout %q, stderr %q; want exit %d and one line with %q", strings.Join(c.args, " "),
+				code, out, errOut, c.code, c.want)
 		}
 	}
 }

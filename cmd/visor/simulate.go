@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,8 +30,7 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	traces = append(traces, rest...)
 	if len(traces) == 0 {
-		fs.Usage()
-		return errors.New("simulate: give --trace FILE (examples: engine/swap/testdata/traces/*.json)")
+		return &usageError{Msg: "simulate: give --trace FILE (visor stats --trace writes one; examples: engine/swap/testdata/traces/*.json)"}
 	}
 	var costs swap.Costs
 	if *costsArg == "stored" || strings.HasPrefix(*costsArg, "stored:") {

@@ -30,14 +30,14 @@ type FileOptions struct {
 // PlanFiles reads the GGUF headers (only the headers), resolves the GPU and plans.
 func PlanFiles(ctx context.Context, o FileOptions) (Result, error) {
 	if o.Model == "" {
-		return Result{}, fmt.Errorf("vram: no model given: pass --model M.gguf")
+		return Result{}, errors.New("no model: pass --model M.gguf (with --mmproj P.gguf for images)") // said to the user as is
 	}
 	model, err := factsFromPath(o.Model)
 	if err != nil {
 		return Result{}, err
 	}
 	if model.Projector != nil {
-		return Result{}, fmt.Errorf("vram: %s is a projector (mmproj), not a language model: pass it as --mmproj", o.Model)
+		return Result{}, fmt.Errorf("--model %s: is a vision projector, not a chat model: pass it as --mmproj, with the chat model as --model", o.Model)
 	}
 	var proj *Facts
 	if o.MMProj != "" {
