@@ -178,6 +178,8 @@ func TestEveryCommandHelp(t *testing.T) {
 		{[]string{"-h"}, "engine [install"},
 		{[]string{"-h"}, "fork ID"},
 		{[]string{"help"}, "COMMAND"},
+		{[]string{"help", "ask"}, `usage: visor ask "question"`},
+		{[]string{"help", "sessions"}, "usage: visor sessions"},
 		{[]string{"ask", "-h"}, `"question"`},
 		{[]string{"chat", "--help"}, "chat [flags]"},
 		{[]string{"web", "-h"}, "--addr"},
@@ -246,6 +248,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		{[]string{"stat"}, `visor: unknown command "stat" (did you mean "stats"?`},
 		{[]string{"gatway"}, `(did you mean "gateway"?`},
 		{[]string{"simulat"}, `(did you mean "simulate"?`},
+		{[]string{"--model", "m.gguf", "ask", "q"}, "visor: --model before the command: flags follow it"},
 		{[]string{"models", "write", "--out"}, `"--out" looks like a flag`},
 	} {
 		code, _, errOut := visorExit(t, "", c.args...)

@@ -9,12 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/visorhq/visor/internal/buildinfo"
+	"github.com/visorhq/visor/internal/cliflag"
 	"github.com/visorhq/visor/internal/sigstop"
 	"github.com/visorhq/visor/internal/termtext"
-	"github.com/visorhq/visor/internal/typo"
 )
 
 const usage = `visor — an agent runtime for local models on llama-server
@@ -106,16 +105,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "simulate":
 		return cmdSimulate(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" { // visor help ask: ask's own usage
+			return run(ctx, []string{args[1], "-h"}, stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintln(stdout, "visor", buildinfo.Version())
 		return nil
 	}
-	if near := typo.Nearest(strings.TrimLeft(args[0], "-"), commands); near != "" {
-		return &usageError{Msg: fmt.Sprintf("unknown command %q (did you mean %q? visor help lists the commands)", args[0], near)}
-	}
-	return &usageError{Msg: fmt.Sprintf("unknown command %q (visor help lists the commands)", args[0])}
+	return cliflag.UnknownCommand(args[0], commands)
 }
 
 func logLevel() slog.Level {

@@ -146,3 +146,19 @@ func Take(args []string, name, what string) (value string, rest []string, err er
 	}
 	return value, rest, nil
 }
+
+// UnknownCommand is the usage error for a first argument that names no command: the nearest command for a typo,
+// and for a flag given before the command (visor --model m.gguf ask), that flags follow the command; the
+// nearest command to "--model" is "models", which is not what was meant.
+func UnknownCommand(arg string, commands []string) error {
+	if strings.HasPrefix(arg, "-") {
+		if near := typo.Nearest(strings.TrimLeft(arg, "-"), []string{"help", "version"}); near != "" {
+			return &UsageError{Msg: fmt.Sprintf("unknown flag %s (did you mean --%s?)", arg, near)}
+		}
+		return &UsageError{Msg: fmt.Sprintf("%s before the command: flags follow it (visor ask \"question\" %s …; visor help lists the commands)", arg, arg)}
+	}
+	if near := typo.Nearest(arg, commands); near != "" {
+		return &UsageError{Msg: fmt.Sprintf("unknown command %q (did you mean %q? visor help lists the commands)", arg, near)}
+	}
+	return &UsageError{Msg: fmt.Sprintf("unknown command %q (visor help lists the commands)", arg)}
+}

@@ -57,3 +57,22 @@ func TestTake(t *testing.T) {
 		t.Errorf("a --db without a value: %v", err)
 	}
 }
+
+// TestUnknownCommand: a typo is told the nearest command; a flag put before the command is told that flags
+// follow it, not the command nearest its name ("--model" is one letter from "models").
+func TestUnknownCommand(t *testing.T) {
+	commands := []string{"ask", "chat", "models", "stats", "version", "help"}
+	for arg, want := range map[string]string{
+		"stat":     `unknown command "stat" (did you mean "stats"? visor help lists the commands)`,
+		"frobnik":  `unknown command "frobnik" (visor help lists the commands)`,
+		"--model":  `--model before the command: flags follow it (visor ask "question" --model …; visor help lists the commands)`,
+		"-tools":   `-tools before the command: flags follow it`,
+		"--verson": `unknown flag --verson (did you mean --version?)`,
+	} {
+		err := UnknownCommand(arg, commands)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("UnknownCommand(%q) = %v, want a usage error %q", arg, err, want)
+		}
+	}
+}
