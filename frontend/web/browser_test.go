@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"encoding/base64"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,11 +33,7 @@ func TestPageInRealBrowser(t *testing.T) {
 		t.Skip("no chromium on PATH (apt-get install chromium) to drive the page")
 	}
 	srv := enginetest.Tiny(t, true, llamacpp.Config{Parallel: 1})
-	ui, err := web.New(web.Config{Sessions: realService(t, srv, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: realService(t, srv, nil)})
 	defer hs.Close()
 	shot := filepath.Join(t.TempDir(), "shot.png")
 	if err := os.WriteFile(shot, screenshot(t), 0o644); err != nil {
@@ -150,11 +145,7 @@ func TestPagePasteStopReloadResume(t *testing.T) {
 	if err := svc.EnsureReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ui, err := web.New(web.Config{Sessions: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: svc})
 	defer hs.Close()
 	if err := chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/")); err != nil { // starts the browser: no timeout
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,11 +27,7 @@ func TestHostileRequestsGetClearAnswers(t *testing.T) {
 	defer store.Close()
 	a := &streamingAgent{}
 	a.set("fine")
-	ui, err := web.New(web.Config{Sessions: fakeService(t, a, func(c *session.Config) { c.Store = store })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: fakeService(t, a, func(c *session.Config) { c.Store = store })})
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
 	base := hs.URL + "/api/sessions/" + newChat(t, hs.URL, tok)

@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,11 +239,7 @@ func TestPageOnAPhoneInDarkMode(t *testing.T) {
 	defer store.Close()
 	a := &streamingAgent{}
 	svc := fakeService(t, a, func(c *session.Config) { c.Store = store })
-	ui, err := web.New(web.Config{Sessions: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: svc})
 	defer hs.Close()
 	if err := chromedp.Do(ctx, darkPhone()); err != nil {
 		t.Fatal(err)
@@ -394,11 +389,7 @@ func TestPageOnAPhoneInDarkMode(t *testing.T) {
 func streamingPage(tb testing.TB) (context.Context, *streamingAgent) {
 	ctx := browser(tb)
 	a := &streamingAgent{}
-	ui, err := web.New(web.Config{Sessions: fakeService(tb, a, nil)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(tb, web.Config{Sessions: fakeService(tb, a, nil)})
 	tb.Cleanup(hs.Close)
 	if err := chromedp.Do(ctx, chromedp.Navigate(hs.URL+"/")); err != nil {
 		tb.Fatal(err)

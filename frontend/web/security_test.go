@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -112,11 +111,7 @@ func newChat(t *testing.T, base, token string) string {
 // or through DNS rebinding (the attacker's name resolves to 127.0.0.1, so the browser sends Host: evil.example).
 func TestWebRefusesOtherSitesAndRebinding(t *testing.T) {
 	a := &recordingAgent{}
-	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: fakeService(t, a, nil)})
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
 	id := newChat(t, hs.URL, tok)
@@ -173,11 +168,7 @@ func TestWebNeedsAKeyOffLoopback(t *testing.T) {
 			t.Errorf("%s without a key: %v", addr, err)
 		}
 	}
-	keyed, err := web.New(web.Config{Sessions: fakeService(t, &recordingAgent{}, nil), APIKey: "k3y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(keyed)
+	hs := serveChat(t, web.Config{Sessions: fakeService(t, &recordingAgent{}, nil), APIKey: "k3y"})
 	defer hs.Close()
 	if status, body := send(t, hs.URL, request{method: "GET", path: "/"}); status != 401 || !strings.Contains(body, "Bearer") {
 		t.Fatalf("no key: %d %s", status, body)
@@ -196,14 +187,10 @@ func TestWebBoundsAttachmentsAndChats(t *testing.T) {
 	var clock sync.Mutex
 	a := &recordingAgent{}
 	shot := screenshot(t)
-	ui, err := web.New(web.Config{Sessions: fakeService(t, a, func(c *session.Config) {
+	hs := serveChat(t, web.Config{Sessions: fakeService(t, a, func(c *session.Config) {
 		c.MaxPendingImages, c.MaxSessionImageBytes = 2, int64(3*len(shot)+10)
 	}), MaxSessions: 2, SessionIdle: time.Hour, MaxImageBytes: 4 << 10,
 		Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
 	attach := func(id string, data []byte) (int, string) {
@@ -257,11 +244,7 @@ func TestWebBoundsAttachmentsAndChats(t *testing.T) {
 // more prefill for the two that came meanwhile, not one per attachment each carrying everything so far.
 func TestWebCoalescesPrefills(t *testing.T) {
 	a := &recordingAgent{gate: make(chan struct{}), entered: make(chan struct{}, 4)}
-	ui, err := web.New(web.Config{Sessions: fakeService(t, a, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: fakeService(t, a, nil)})
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
 	id := newChat(t, hs.URL, tok)

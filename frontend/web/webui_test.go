@@ -69,11 +69,7 @@ func TestChatWithScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ui, err := web.New(web.Config{Sessions: realService(t, srv, store)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: realService(t, srv, store)})
 	defer hs.Close()
 
 	page, err := http.Get(hs.URL + "/")
@@ -172,11 +168,7 @@ func TestBadRequestsSayWhatToDo(t *testing.T) {
 // TestSessionsStopAndStatusWithoutAStore: without a store the list holds this server's chats; resume and stop
 // answer for this page's chats; unknown ones get 404 with what to do.
 func TestSessionsStopAndStatusWithoutAStore(t *testing.T) {
-	ui, err := web.New(web.Config{Sessions: fakeService(t, nil, nil), Status: func() web.Status { return web.Status{Model: "m.gguf", ContextSize: 512} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ui)
+	hs := serveChat(t, web.Config{Sessions: fakeService(t, nil, nil), Status: func() web.Status { return web.Status{Model: "m.gguf", ContextSize: 512} }})
 	defer hs.Close()
 	tok := pageToken(t, hs.URL)
 	do := func(method, url string) (int, map[string]any) {
