@@ -1,7 +1,6 @@
 package vram
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -89,14 +88,11 @@ func TestBlogRecommendation(t *testing.T) {
 		if last.Fits || last.LaunchCtx() != last.MaxCtx || !strings.Contains(strings.Join(last.Args, " "), "-c "+itoa(last.MaxCtx)) {
 			t.Errorf("swap=%v: reduced resident should launch at its max ctx %d: %v", tc.swap, last.MaxCtx, last.Args)
 		}
-		var tbl bytes.Buffer
-		if err := res.WriteTable(&tbl); err != nil {
-			t.Fatal(err)
-		}
+		tbl := tableOf(t, res)
 		wantLine := "recommended: " + string(tc.want[0]) + " (ctx 262144)\n               llama-server " +
 			strings.Join(cands[0].Args, " ")
-		if !strings.Contains(tbl.String(), wantLine) {
-			t.Errorf("swap=%v: table lacks %q:\n%s", tc.swap, wantLine, tbl.String())
+		if !strings.Contains(tbl, wantLine) {
+			t.Errorf("swap=%v: table lacks %q:\n%s", tc.swap, wantLine, tbl)
 		}
 	}
 }
@@ -111,12 +107,9 @@ func TestTableWithoutRecommendation(t *testing.T) {
 	if c := res.Candidates(); len(c) != 0 {
 		t.Fatalf("a 17 GB model cannot fit in 8 GiB, got candidates %v", c)
 	}
-	var tbl bytes.Buffer
-	if err := res.WriteTable(&tbl); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(tbl.String(), "recommended: none") {
-		t.Errorf("table should say nothing is recommended:\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	if !strings.Contains(tbl, "recommended: none") {
+		t.Errorf("table should say nothing is recommended:\n%s", tbl)
 	}
 }
 

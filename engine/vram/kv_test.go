@@ -1,7 +1,6 @@
 package vram
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -35,12 +34,9 @@ func TestKVDimension(t *testing.T) {
 			!strings.Contains(a, "--spec-type draft-mtp") || strings.Contains(a, "--no-mmproj-offload") {
 			t.Errorf("%s: kv %+v, args %s; want %s", c.gpu[0].Name, res.KV, a, c.want)
 		}
-		var tbl bytes.Buffer
-		if err := res.WriteTable(&tbl); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(tbl.String(), "kv cache:      "+c.want+" KV: resident") || !strings.Contains(tbl.String(), "f16: ") {
-			t.Errorf("%s: the table does not explain the choice:\n%s", c.gpu[0].Name, tbl.String())
+		tbl := tableOf(t, res)
+		if !strings.Contains(tbl, "kv cache:      "+c.want+" KV: resident") || !strings.Contains(tbl, "f16: ") {
+			t.Errorf("%s: the table does not explain the choice:\n%s", c.gpu[0].Name, tbl)
 		}
 		t.Logf("%s: %s", c.gpu[0].Name, res.KV.Why)
 	}

@@ -64,6 +64,16 @@ func mustMode(t *testing.T, r Result, m Mode) ModePlan {
 	return p
 }
 
+// tableOf is the plan's table, as visor plan prints it.
+func tableOf(t *testing.T, r Result) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 func modeNames(r Result) []string {
 	var s []string
 	for _, p := range r.Modes {
@@ -94,11 +104,8 @@ func TestTwoGPUBlogCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tbl bytes.Buffer
-	if err := res.WriteTable(&tbl); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	t.Logf("\n%s", tbl)
 	if len(res.Devices) != 2 || res.Devices[0].Name != "Vulkan0" || res.Devices[1].Name != "Vulkan1" {
 		t.Fatalf("devices: %+v", res.Devices)
 	}
@@ -118,7 +125,7 @@ func TestTwoGPUBlogCase(t *testing.T) {
 			t.Errorf("args must not carry %q: %s", bad, a)
 		}
 	}
-	if !strings.Contains(tbl.String(), "recommended: projector-apart (ctx 262144)\n               llama-server "+strings.Join(rec.Args, " ")) {
+	if !strings.Contains(tbl, "recommended: projector-apart (ctx 262144)\n               llama-server "+strings.Join(rec.Args, " ")) {
 		t.Errorf("table does not recommend projector-apart with its command line")
 	}
 	// The card with the model holds exactly what resident holds less the projector and its encoder buffers, with
@@ -162,9 +169,8 @@ func TestTwoBlogCards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tbl bytes.Buffer
-	_ = res.WriteTable(&tbl)
-	t.Logf("\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	t.Logf("\n%s", tbl)
 	if p := mustMode(t, res, ModeResident); p.Fits {
 		t.Errorf("resident on one 23.4 GB card must not fit at 262K: %s", mib(p.Total))
 	}

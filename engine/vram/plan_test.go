@@ -1,7 +1,6 @@
 package vram
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,11 +64,8 @@ func TestBlogCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tbl bytes.Buffer
-	if err := res.WriteTable(&tbl); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	t.Logf("\n%s", tbl)
 
 	m := res.Model
 	if m.Arch != "qwen35moe" || m.Layers != 40 || m.NextNLayers != 1 || len(m.Attn) != 10 || m.RecurrentLayers != 30 ||
@@ -230,12 +226,9 @@ func TestImageBudget(t *testing.T) {
 	if c := component(sr, "encoder compute"); math.Abs(float64(c)/MiB/248.1-1) > 0.02 {
 		t.Errorf("a 512² cap still pays the warm-up reservation (248 MiB), planned %s", mib(c))
 	}
-	var tbl bytes.Buffer
-	if err := res.WriteTable(&tbl); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(tbl.String(), "1080p 2040, 1440p 3600") {
-		t.Errorf("table should show the screenshot sizes' tokens:\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	if !strings.Contains(tbl, "1080p 2040, 1440p 3600") {
+		t.Errorf("table should show the screenshot sizes' tokens:\n%s", tbl)
 	}
 }
 
@@ -264,12 +257,9 @@ func TestKVOffer(t *testing.T) {
 	if len(caches) == 0 || caches[0] != "q8_0" {
 		t.Fatalf("offers %v, want q8_0 first", caches)
 	}
-	var tbl bytes.Buffer
-	if err := res.WriteTable(&tbl); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(tbl.String(), "kv q8_0:     keeps the full 262144 tokens") || !strings.Contains(tbl.String(), "--cache-type q8_0") {
-		t.Errorf("table lacks the q8_0 offer:\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	if !strings.Contains(tbl, "kv q8_0:     keeps the full 262144 tokens") || !strings.Contains(tbl, "--cache-type q8_0") {
+		t.Errorf("table lacks the q8_0 offer:\n%s", tbl)
 	}
 	// When the requested context already fits, nothing is offered.
 	o.Ctx = 32768
@@ -315,12 +305,9 @@ func TestCPUPlan(t *testing.T) {
 	if a := strings.Join(rec.Args, " "); !strings.Contains(a, "-ngl 0") || strings.Contains(a, "mmproj-offload") {
 		t.Errorf("CPU args: %s", a)
 	}
-	var tbl bytes.Buffer
-	if err := res.WriteTable(&tbl); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(tbl.String(), "CPU (system RAM)") || !strings.Contains(tbl.String(), "no GPU found") {
-		t.Errorf("table:\n%s", tbl.String())
+	tbl := tableOf(t, res)
+	if !strings.Contains(tbl, "CPU (system RAM)") || !strings.Contains(tbl, "no GPU found") {
+		t.Errorf("table:\n%s", tbl)
 	}
 	if _, err := ParseMeminfo(strings.NewReader("MemTotal: 5 kB\n")); err == nil {
 		t.Error("meminfo without MemAvailable accepted")
