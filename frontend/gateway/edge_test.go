@@ -20,6 +20,12 @@ import (
 func noEngineGateway(t *testing.T, cfg gateway.Config) string {
 	t.Helper()
 	cfg.Models = []gateway.Model{{Name: "m", Open: func() gateway.Engine { return nil }}}
+	return serveGateway(t, cfg)
+}
+
+// serveGateway serves the gateway of cfg until the test ends and returns its address.
+func serveGateway(t *testing.T, cfg gateway.Config) string {
+	t.Helper()
 	gw, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)

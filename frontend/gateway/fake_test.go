@@ -43,22 +43,14 @@ func (f *fakeLlamaServer) start(t *testing.T) string {
 }
 
 func fakeGateway(t *testing.T, upstream string) (*openai.Client, string) {
-	gw, err := gateway.New(gateway.Config{Models: []gateway.Model{{Name: "fake", ToolFormat: "qwen-xml", Open: func() gateway.Engine {
+	base := serveGateway(t, gateway.Config{Models: []gateway.Model{{Name: "fake", ToolFormat: "qwen-xml", Open: func() gateway.Engine {
 		return conductor.New(conductor.Config{Launch: func(context.Context, string) (conductor.Process, error) {
 			return conductor.Remote{Addr: upstream}, nil
 		}})
 	}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = gw.Close(context.Background())
-	})
 	cfg := openai.DefaultConfig("")
-	cfg.BaseURL = srv.URL + "/v1"
-	return openai.NewClientWithConfig(cfg), srv.URL
+	cfg.BaseURL = base + "/v1"
+	return openai.NewClientWithConfig(cfg), base
 }
 
 const qwenCall = "<tool_call>\n<function=read_file>\n<parameter=path>\nREADME.md\n</parameter>\n<parameter=limit>\n42\n</parameter>\n</function>\n</tool_call>"
