@@ -72,6 +72,9 @@ func TestAskReadsAPipedQuestion(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "Hi!" {
 		t.Fatalf("echo q | visor ask: exit %d, stdout %q, stderr %s", code, out, errOut)
 	}
+	if !strings.Contains(errOut, "[1 step, ") {
+		t.Errorf("a one-step answer's summary: %s", errOut)
+	}
 }
 
 // writeConfig writes config.yaml where the tests' XDG_CONFIG_HOME points and removes it when the test ends.

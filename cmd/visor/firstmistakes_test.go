@@ -515,7 +515,7 @@ func TestFirstMistakesOfTheNewcomerRun(t *testing.T) {
 					} else {
 						r.expect(t, 1, "http://127.0.0.1:1", "no server answers there", "start llama-server")
 					}
-					if strings.Contains(r.out, "continue with") || strings.Contains(r.out, " steps, ") {
+					if strings.Contains(r.out, "continue with") || strings.Contains(r.out, " tokens generated, ") {
 						t.Errorf("a failed turn reads like a session:\n%s", r.out)
 					}
 					if n := len(sessionsIn(t, db)); n != 0 {

@@ -305,7 +305,7 @@ func (c *chatDriver) send(t *testing.T, text string, image []byte) (string, erro
 	}
 	mark := c.errb.String()
 	fmt.Fprintln(c.in, text)
-	waitFor(t, "the turn to end", func() bool { return strings.Contains(strings.TrimPrefix(c.errb.String(), mark), " steps, ") })
+	waitFor(t, "the turn to end", func() bool { return strings.Contains(strings.TrimPrefix(c.errb.String(), mark), " tokens generated, ") })
 	s := strings.TrimPrefix(c.errb.String(), mark)
 	// The chat reports a failed turn on a line of its own; "← error:" is a tool's result, which the model reads.
 	if loc := turnError.FindStringIndex(s); loc != nil {

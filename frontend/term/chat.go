@@ -19,6 +19,7 @@ const ChatHelp = `type a message and press Enter; commands:
   /image PATH   attach a screenshot to your next message (visor encodes it while you type)
   /clear        drop the attached images
   /session      show the session id
+  /help         this list
   /quit         leave (Ctrl-D works too)
 `
 

@@ -96,6 +96,10 @@ func (p *Printer) Finish(res session.Result) {
 		_ = p.thinking.Flush()
 		return
 	}
-	p.line("[%d steps, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", st.Steps,
+	steps := "steps"
+	if st.Steps == 1 {
+		steps = "step" // every tiny-model and most real answers: "[1 steps, …" was the first line a newcomer read
+	}
+	p.line("[%d %s, %d tokens generated, %.1f tokens/s, first token %s, total %s%s]", st.Steps, steps,
 		st.Generated, st.Rate, st.FirstToken.Round(time.Millisecond), st.Took.Round(time.Millisecond), thinking)
 }
