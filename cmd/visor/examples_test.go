@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -141,7 +142,7 @@ func TestExampleGatewayFileServesItsModels(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("gateway ended with %v", err)
 	}
 }
