@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	port := cfg.Port
 	if port == 0 {
-		if port, err = freePort(host); err != nil {
+		if port, err = FreePort(host); err != nil {
 			return nil, err
 		}
 	} else if err := CheckPortFree(host, port); err != nil {
@@ -318,7 +318,8 @@ func CheckPortFree(host string, port int) error {
 	return nil
 }
 
-func freePort(host string) (int, error) {
+// FreePort is a TCP port on host that nothing listens on now, for a server to be started there.
+func FreePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("llamacpp: find a free port on %s: %w", host, err)

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/visorhq/visor/engine/gguf"
+	"github.com/visorhq/visor/engine/llamacpp"
 	vtm "github.com/visorhq/visor/engine/modelgen"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/internal/testmodel"
@@ -173,7 +173,7 @@ func runCase(ctx context.Context, log *slog.Logger, server, dir, out string, c t
 	if err != nil {
 		return o, err
 	}
-	port, err := freePort()
+	port, err := llamacpp.FreePort("127.0.0.1")
 	if err != nil {
 		return o, err
 	}
@@ -283,15 +283,6 @@ func used(ctx context.Context) (float64, error) {
 		return 0, errors.New("no GPU")
 	}
 	return float64(gpus[0].Used), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
