@@ -92,9 +92,18 @@ func TestQueuedTurnIsPrefilledInTheToolGap(t *testing.T) {
 	srv := enginetest.TinyHybrid(t, true, testmodel.ProjectorOptions{}, llamacpp.Config{Parallel: 2})
 	g := &gate{}
 	st := openStore(t)
+	// The image's tokens as the tiny projector makes them (16), not as a real model's patches would (1 for 24×24
+	// px): the queued prefill's encode sample is per image token, and 1 token carrying a loaded machine's whole
+	// 465-token prefill (2 s with two CPU hogs) is over the 1 s a token's encode may plausibly take, so the
+	// sample was dropped.
+	tiny, err := testmodel.ProjectorOptions{}.ImageTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var hook atomic.Pointer[func(slog.Record)]
 	svc := testkit.Service(t, srv, st, func(c *session.Config) {
 		c.Logger = slog.New(logHook{&hook})
+		c.ImageTokens = func(int, int) int { return tiny }
 		c.Agent.Tools = g.registry(t)
 		c.Slots, c.ServerSlots = 1, 2
 		c.Scheduler = &swap.Scheduler{Costs: swap.SeedCosts()}
