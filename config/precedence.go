@@ -7,10 +7,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/internal/typo"
+	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools/toolset"
 )
 
@@ -138,6 +140,8 @@ type Settings struct {
 	ModelName *string // the config's name for the model, when it came from there
 	Tools     *toolset.Options
 	DB        *string
+	// NoStore is --no-store: the config's session_search, which needs the database, is left out then.
+	NoStore bool
 }
 
 // Fill fills what the command line left unset: the entry --model names (when no such file exists), and unless
@@ -155,6 +159,10 @@ func (c Config) Fill(s Settings, set Set, agentFile bool) {
 	}
 	if !set["tools"] && len(c.Tools) > 0 {
 		s.Tools.Names = append([]string(nil), c.Tools...)
+		if s.NoStore {
+			// The config's list serves every command: --no-store once refused it whole because of this one.
+			s.Tools.Names = slices.DeleteFunc(s.Tools.Names, func(n string) bool { return n == memory.SearchToolName })
+		}
 	}
 	if !set["workspace"] && c.Workspace != "" {
 		s.Tools.Workspace = c.Workspace

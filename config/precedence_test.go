@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/visorhq/visor/engine/launch"
+	"github.com/visorhq/visor/tools/toolset"
 )
 
 // A model description's settings fill the spec unless the command line gave them, and the stored profile gives
@@ -58,5 +60,30 @@ func TestUnknownModel(t *testing.T) {
 	}
 	if err := (Config{}).UnknownModel("tny", Set{"model": true}); err != nil {
 		t.Errorf("no config: %v", err)
+	}
+}
+
+// TestFillLeavesSessionSearchOutWithNoStore: the config's tools serve every command, so --no-store leaves out
+// its session_search (which needs the database) instead of refusing the command; --tools session_search given
+// on the command line is the command line's to answer for, and is left alone.
+func TestFillLeavesSessionSearchOutWithNoStore(t *testing.T) {
+	c := Config{Tools: []string{"list_dir", "session_search", "read_file"}}
+	for _, tc := range []struct {
+		noStore bool
+		set     Set
+		given   []string
+		want    string
+	}{
+		{false, Set{}, nil, "list_dir,session_search,read_file"},
+		{true, Set{}, nil, "list_dir,read_file"},
+		{true, Set{"tools": true}, []string{"session_search"}, "session_search"},
+	} {
+		var spec launch.Spec
+		var name, db string
+		tools := toolset.Options{Names: tc.given}
+		c.Fill(Settings{Engine: &spec, ModelName: &name, Tools: &tools, DB: &db, NoStore: tc.noStore}, tc.set, false)
+		if got := strings.Join(tools.Names, ","); got != tc.want {
+			t.Errorf("no-store %v, set %v: tools %s, want %s", tc.noStore, tc.set, got, tc.want)
+		}
 	}
 }

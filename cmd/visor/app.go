@@ -203,7 +203,7 @@ func (t turn) validate() error {
 
 // settings are what the config file may fill of t.
 func (t *turn) settings() config.Settings {
-	return config.Settings{Engine: &t.engine, ModelName: &t.modelName, Tools: &t.toolFlags.Options, DB: &t.db}
+	return config.Settings{Engine: &t.engine, ModelName: &t.modelName, Tools: &t.toolFlags.Options, DB: &t.db, NoStore: t.noStore}
 }
 
 // streamIdle is VISOR_STREAM_IDLE's bound on a silent stream (engine.ParseStreamIdle), for the conductor and the

@@ -86,6 +86,22 @@ func TestExamplesValidateAndRunOnTheTinyModel(t *testing.T) {
 		})
 	}
 
+	// examples/config.yaml as its comments say to use it: its tiny model, where visor models write (and visor
+	// demo) put it, named with --model tiny; its tools answer from the folder visor runs in.
+	t.Run("config.yaml", func(t *testing.T) {
+		home := t.TempDir()
+		if _, _, err := testmodel.Files(filepath.Join(home, ".cache", "visor", "models")); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("HOME", home)
+		t.Setenv("VISOR_LLAMA_SERVER", enginetest.Binary(t))
+		// --no-store with the config's session_search: the tool is left out, not the whole command refused.
+		out, errOut, err := visor(t, "ask", "What is here?", "--config", config, "--model", "tiny", "--no-store")
+		if err != nil || strings.TrimSpace(out) != "Hi!" || !strings.Contains(errOut, "→ list_dir") {
+			t.Errorf("visor ask --config %s --model tiny: %v\nstdout %q\nstderr %s", config, err, out, errOut)
+		}
+	})
+
 	src, _ := os.ReadFile(filepath.Join("..", "..", "examples", "reader.yaml"))
 	broken := filepath.Join(dir, "reader.yaml")
 	_ = os.WriteFile(broken, []byte(strings.Replace(string(src), "max_steps: 12", "max_step: twelve", 1)), 0o644)
