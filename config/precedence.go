@@ -210,7 +210,12 @@ func (c Config) FillDefaultModel(s Settings, set Set) string {
 	}
 	*s.ModelName = c.Model
 	ApplyModel(s.Engine, c.Models[c.Model], set)
-	return fmt.Sprintf("the default model %q of %s", c.Model, c.Path)
+	origin := fmt.Sprintf("the default model %q of %s", c.Model, c.Path)
+	// A newcomer's copy of examples/config.yaml names a file they lack, and a model they have (tiny).
+	if others := slices.DeleteFunc(c.Names(), func(n string) bool { return n == c.Model }); len(others) > 0 {
+		origin += fmt.Sprintf(" (it also names %s)", strings.Join(others, ", "))
+	}
+	return origin
 }
 
 func fileExists(p string) bool {

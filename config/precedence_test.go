@@ -87,3 +87,24 @@ func TestFillLeavesSessionSearchOutWithNoStore(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultModelOriginNamesTheOthers: the default model's errors say which other models the config names, so
+// the copy of examples/config.yaml whose qwen file is missing points at --model tiny.
+func TestDefaultModelOriginNamesTheOthers(t *testing.T) {
+	for _, tc := range []struct {
+		models map[string]Model
+		want   string
+	}{
+		{map[string]Model{"qwen": {Path: "/m/q.gguf"}}, `the default model "qwen" of /c.yaml`},
+		{map[string]Model{"qwen": {Path: "/m/q.gguf"}, "tiny": {Path: "/m/t.gguf"}, "box": {Endpoint: "http://x"}},
+			`the default model "qwen" of /c.yaml (it also names box, tiny)`},
+	} {
+		c := Config{Path: "/c.yaml", Model: "qwen", Models: tc.models}
+		var spec launch.Spec
+		var name, db string
+		var tools toolset.Options
+		if got := c.FillDefaultModel(Settings{Engine: &spec, ModelName: &name, Tools: &tools, DB: &db}, Set{}); got != tc.want {
+			t.Errorf("origin %q, want %q", got, tc.want)
+		}
+	}
+}
