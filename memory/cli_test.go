@@ -11,7 +11,9 @@ func TestResolveSessionIDAmbiguous(t *testing.T) {
 	s := openTest(t)
 	newSession(t, s, Session{ID: "abc1"})
 	newSession(t, s, Session{ID: "abc2"})
-	if _, err := s.ResolveSessionID(context.Background(), "abc"); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "abc1") {
+	if _, err := s.ResolveSessionID(context.Background(), "abc"); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "abc1") ||
+		!strings.HasSuffix(err.Error(), ": type more of it") {
+		// Said to the user as it is: the fix ends the line, not ": invalid input".
 		t.Errorf("ambiguous prefix: %v", err)
 	}
 	if id, err := s.ResolveSessionID(context.Background(), "abc2"); err != nil || id != "abc2" {

@@ -361,15 +361,15 @@ func oneLine(s string) string { return textcut.Line(s, 200) }
 func writeImageFile(path string, data []byte) error {
 	if st, err := os.Lstat(path); err == nil {
 		if !st.Mode().IsRegular() {
-			return fmt.Errorf("write image %s: the name is taken by %s, which the export will not write through: remove it or export into an empty folder: %w",
-				path, describeMode(st.Mode()), ErrInvalidInput)
+			return inputError(fmt.Sprintf("write image %s: the name is taken by %s, which the export will not write through: remove it or export into an empty folder",
+				path, describeMode(st.Mode())))
 		}
 		if st.Size() == int64(len(data)) {
 			if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 				return nil
 			}
 		}
-		return fmt.Errorf("write image %s: a different file has that name: remove it or export into an empty folder: %w", path, ErrInvalidInput)
+		return inputError(fmt.Sprintf("write image %s: a different file has that name: remove it or export into an empty folder", path))
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write image %s: %w", path, err)

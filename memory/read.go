@@ -78,7 +78,7 @@ func (s *Store) ResolveSessionID(ctx context.Context, prefix string) (string, er
 	case 1:
 		return ids[0], nil
 	}
-	return "", fmt.Errorf("session id %q is ambiguous (%s…); type more of it: %w", prefix, strings.Join(ids, ", "), ErrInvalidInput)
+	return "", inputError(fmt.Sprintf("session id %q is ambiguous (%s…): type more of it", prefix, strings.Join(ids, ", ")))
 }
 
 // HasSessions says whether any session is stored.

@@ -20,6 +20,13 @@ var (
 	ErrReadOnly     = errors.New("the database cannot be written")
 )
 
+// inputError is a mistake in what the user gave, said in its own words ending with the fix, not followed by
+// ": invalid input"; errors.Is(err, ErrInvalidInput) holds for it.
+type inputError string
+
+func (e inputError) Error() string        { return string(e) }
+func (e inputError) Is(target error) bool { return target == ErrInvalidInput }
+
 // Link kinds say how a session relates to its parent.
 const (
 	// LinkFork: the session continues from a point in the parent's history (Fork).
