@@ -382,7 +382,9 @@ func TestGatewayWithGoOpenAI(t *testing.T) {
 		streamAll(t, s)
 		var hits []memory.Hit
 		var msgs []memory.Message
-		for range 100 { // the recorder writes off the response path: wait for it, at most 5 s
+		// The recorder writes off the response path: wait for it, with a minute's hang guard (a busy 2-core machine
+		// can hold a SQLite write back for seconds).
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 			hits, err = f.store.Search(ctx, memory.Query{Text: "zebra"})
 			if err != nil {
 				t.Fatal(err)
@@ -515,7 +517,8 @@ func TestGatewayConcurrentStreams(t *testing.T) {
 		hc.CloseIdleConnections()
 		f.gw.CloseIdleConnections()
 		var g, fd int
-		for range 100 { // wait (at most 5 s) for exiting goroutines to finish
+		// Wait for exiting goroutines to finish; a leak keeps the count up and fails after the minute's guard.
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 			runtime.GC()
 			g, fd = runtime.NumGoroutine(), fds(t)
 			if g <= baseG && fd <= baseFD {
