@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,7 +35,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/internal/testmodel"
 )
 
@@ -125,7 +125,7 @@ func run() error {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * *clients, DisableCompression: true}}
 
 	// The gateway first: its engine's arguments are the ones the other two servers get.
-	gwPort, err := llamacpp.FreePort("127.0.0.1")
+	gwPort, err := freePort()
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func run() error {
 	}
 	fmt.Printf("engine arguments (from the gateway's llama-server): %s\n", strings.Join(args, " "))
 
-	rawPort, err := llamacpp.FreePort("127.0.0.1")
+	rawPort, err := freePort()
 	if err != nil {
 		return err
 	}
@@ -163,11 +163,11 @@ func run() error {
 		return fmt.Errorf("raw llama-server: %w", err)
 	}
 
-	lsPort, err := llamacpp.FreePort("127.0.0.1")
+	lsPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	lsStart, err := llamacpp.FreePort("127.0.0.1")
+	lsStart, err := freePort()
 	if err != nil {
 		return err
 	}
@@ -293,6 +293,15 @@ func quoteAll(a []string) []string {
 		q[i] = strconv.Quote(s)
 	}
 	return q
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func waitHealth(ctx context.Context, hc *http.Client, url string, limit time.Duration) error {
