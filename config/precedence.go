@@ -12,7 +12,6 @@ import (
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/internal/typo"
-	"github.com/visorhq/visor/memory"
 	"github.com/visorhq/visor/tools/toolset"
 )
 
@@ -161,7 +160,7 @@ func (c Config) Fill(s Settings, set Set, agentFile bool) {
 		s.Tools.Names = append([]string(nil), c.Tools...)
 		if s.NoStore {
 			// The config's list serves every command: --no-store once refused it whole because of this one.
-			s.Tools.Names = slices.DeleteFunc(s.Tools.Names, func(n string) bool { return n == memory.SearchToolName })
+			s.Tools.Names = slices.DeleteFunc(s.Tools.Names, toolset.NeedsStore)
 		}
 	}
 	if !set["workspace"] && c.Workspace != "" {

@@ -77,6 +77,10 @@ type Problem struct {
 func (p *Problem) Error() string { return p.Err.Error() }
 func (p *Problem) Unwrap() error { return p.Err }
 
+// NeedsStore says whether the built-in tool named n works only with a conversation database, so that a list
+// shared by every command (a config file's tools) can leave it out under --no-store.
+func NeedsStore(n string) bool { return n == memory.SearchToolName }
+
 // Check reports every mistake in the settings themselves that Open would stop at, reading nothing from disk:
 // each is a *Problem. store says whether a conversation database is open (session_search needs one).
 func (o Options) Check(store bool) error {
