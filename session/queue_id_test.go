@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -11,26 +10,9 @@ import (
 	"github.com/visorhq/visor/agent"
 	"github.com/visorhq/visor/engine/conductor"
 	"github.com/visorhq/visor/engine/llamacpp"
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/tools"
 )
-
-// syncBuffer is a log's destination read after the goroutines writing it are done.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestQueuedPrefillWhileCompacting queues a turn with an image behind another session's running turn, so the
 // queue prefills it in the spare server slot, while the session's id is moved to its linked session under the
@@ -40,7 +22,7 @@ func (s *syncBuffer) String() string {
 // prefill is still logged under one of the session's two ids.
 func TestQueuedPrefillWhileCompacting(t *testing.T) {
 	ctx := context.Background()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	g := &gate{block: map[string]bool{}} // nothing held: the engine and the agent answer at once
 	// No store: a stored event would be written through the session's own lock, which would order the
 	// reads and the write and hide the race from the detector.

@@ -21,6 +21,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/internal/testimage"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
@@ -109,7 +110,7 @@ func (f *firstHour) visor(t *testing.T, cred *syscall.Credential, stdin string, 
 		cmd.Env = append(cmd.Env, "HOME="+f.dir, "XDG_DATA_HOME="+filepath.Join(f.dir, "nobody-data"),
 			"XDG_CONFIG_HOME="+filepath.Join(f.dir, "nobody-config"))
 	}
-	var o, all testkit.LockedBuffer // two pipes, two copying goroutines: all is written from both
+	var o, all syncbuf.Buffer // two pipes, two copying goroutines: all is written from both
 	cmd.Stdout = io.MultiWriter(&o, &all)
 	cmd.Stderr = &all
 	err := cmd.Run()
@@ -234,7 +235,7 @@ func noEmptySession(t *testing.T, db string) {
 // fmServer is a served front end (web, mcp serve, gateway) in a process of its own.
 type fmServer struct {
 	cmd    *exec.Cmd
-	out    *testkit.LockedBuffer
+	out    *syncbuf.Buffer
 	base   string // web: the page; mcp: the MCP endpoint; gateway: the /v1 base
 	token  string // web's page token
 	cs     *sdk.ClientSession
@@ -257,7 +258,7 @@ func (f *firstHour) serve(t *testing.T, key, fe string, flags ...string) *fmServ
 	args, _ := f.command(t, fe, "", flags...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "VISOR_TEST_AS_MAIN=1")
-	s := &fmServer{cmd: cmd, out: &testkit.LockedBuffer{}, exited: make(chan struct{})}
+	s := &fmServer{cmd: cmd, out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

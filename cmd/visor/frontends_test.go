@@ -24,6 +24,7 @@ import (
 
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/internal/testimage"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
@@ -271,8 +272,8 @@ func (o *oneShot) stderr() string   { return o.log.String() }
 // chatDriver types into `visor chat`.
 type chatDriver struct {
 	in   *io.PipeWriter
-	out  *testkit.LockedBuffer
-	errb *testkit.LockedBuffer
+	out  *syncbuf.Buffer
+	errb *syncbuf.Buffer
 	done chan error
 	dir  string
 }
@@ -281,7 +282,7 @@ var turnError = regexp.MustCompile(`(?m)^(> )?error: `)
 
 func startChat(t *testing.T, flags []string) *chatDriver {
 	r, w := io.Pipe()
-	c := &chatDriver{in: w, out: &testkit.LockedBuffer{}, errb: &testkit.LockedBuffer{}, done: make(chan error, 1), dir: t.TempDir()}
+	c := &chatDriver{in: w, out: &syncbuf.Buffer{}, errb: &syncbuf.Buffer{}, done: make(chan error, 1), dir: t.TempDir()}
 	go func() { c.done <- run(context.Background(), append([]string{"chat"}, flags...), r, c.out, c.errb) }()
 	return c
 }
@@ -333,7 +334,7 @@ func (c *chatDriver) stderr() string { return c.errb.String() }
 type webDriver struct {
 	cancel      context.CancelFunc
 	done        chan error
-	errb, out   *testkit.LockedBuffer
+	errb, out   *syncbuf.Buffer
 	base, token string
 	chat        string
 }
@@ -341,7 +342,7 @@ type webDriver struct {
 func startWeb(t *testing.T, flags []string) *webDriver {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &webDriver{cancel: cancel, done: make(chan error, 1), errb: &testkit.LockedBuffer{}, out: &testkit.LockedBuffer{}}
+	w := &webDriver{cancel: cancel, done: make(chan error, 1), errb: &syncbuf.Buffer{}, out: &syncbuf.Buffer{}}
 	go func() {
 		w.done <- run(ctx, append([]string{"web", "--addr", "127.0.0.1:0"}, flags...), strings.NewReader(""), w.out, w.errb)
 	}()
@@ -448,7 +449,7 @@ func (w *webDriver) stderr() string { return w.errb.String() }
 type mcpDriver struct {
 	cancel  context.CancelFunc
 	done    chan error
-	errb    *testkit.LockedBuffer
+	errb    *syncbuf.Buffer
 	cs      *sdk.ClientSession
 	session string
 }
@@ -456,7 +457,7 @@ type mcpDriver struct {
 func startMCP(t *testing.T, flags []string) *mcpDriver {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &mcpDriver{cancel: cancel, done: make(chan error, 1), errb: &testkit.LockedBuffer{}}
+	m := &mcpDriver{cancel: cancel, done: make(chan error, 1), errb: &syncbuf.Buffer{}}
 	go func() {
 		m.done <- run(ctx, append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...), strings.NewReader(""), io.Discard, m.errb)
 	}()
@@ -845,7 +846,7 @@ func TestCrashRecoveryOfOneShotFrontEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var serveOut, serveErr testkit.LockedBuffer
+	var serveOut, serveErr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--model", chat, "--plan", "off"}, strings.NewReader(""), &serveOut, &serveErr)

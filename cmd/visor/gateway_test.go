@@ -15,6 +15,7 @@ import (
 	"github.com/visorhq/visor/engine/launch"
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
 )
@@ -94,10 +95,10 @@ func TestGatewayCommand(t *testing.T) {
 }
 
 // startGateway runs `visor gateway ARGS` until ctx ends and returns its base URL once it serves names.
-func startGateway(t *testing.T, ctx context.Context, names string, args ...string) (base string, done chan error, errb *testkit.LockedBuffer) {
+func startGateway(t *testing.T, ctx context.Context, names string, args ...string) (base string, done chan error, errb *syncbuf.Buffer) {
 	t.Helper()
-	out := &testkit.LockedBuffer{}
-	errb = &testkit.LockedBuffer{}
+	out := &syncbuf.Buffer{}
+	errb = &syncbuf.Buffer{}
 	done = make(chan error, 1)
 	go func() { done <- run(ctx, append([]string{"gateway"}, args...), strings.NewReader(""), out, errb) }()
 	re := regexp.MustCompile(`endpoint at (http://\S+)/v1 serving ` + regexp.QuoteMeta(names))

@@ -21,6 +21,7 @@ import (
 	"github.com/visorhq/visor/engine/llamacpp"
 	"github.com/visorhq/visor/engine/vram"
 	"github.com/visorhq/visor/internal/enginetest"
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/internal/testkit"
 	"github.com/visorhq/visor/internal/testmodel"
 	"github.com/visorhq/visor/memory"
@@ -377,7 +378,7 @@ func TestChatRestartsACrashedEngine(t *testing.T) {
 	_, chat, _ := tinyWorkspace(t)
 	db := filepath.Join(t.TempDir(), "v.db")
 	inR, inW := io.Pipe()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"chat", "--model", chat, "--db", db, "--plan", "off"}, inR, &out, &errb)

@@ -13,12 +13,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/visorhq/visor/internal/enginetest"
-	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/internal/testmodel"
 )
-
-// lockedBuffer lets a test read what a server goroutine writes.
-type lockedBuffer = testkit.LockedBuffer
 
 // TestMCPServeOverHTTP starts `visor mcp serve --http` on the tiny model with a built-in tool and calls it with
 // a real MCP client: the agent runs the tool, the client sees the call as progress and gets the answer.
@@ -29,7 +26,7 @@ func TestMCPServeOverHTTP(t *testing.T) {
 	dir, chat, ws := tinyWorkspace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"mcp", "serve", "--http", "127.0.0.1:0", "--model", chat, "--db",
@@ -124,7 +121,7 @@ func TestMCPServeOverStdio(t *testing.T) {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		err := run(context.Background(), []string{"mcp", "serve", "--model", chat, "--no-store"}, inR, outW, &stderr)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visorhq/visor/internal/testkit"
+	"github.com/visorhq/visor/internal/syncbuf"
 )
 
 // The embedded installer is the real one: run against an engine folder that already holds a working llama-server
@@ -90,7 +90,7 @@ func TestConcurrentInstallsWaitForEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"VISOR_ENGINE_GPU=off", "VISOR_ENGINE_DEBS=" + debs}
-	run := func(out *testkit.LockedBuffer) chan error {
+	run := func(out *syncbuf.Buffer) chan error {
 		done := make(chan error, 1)
 		go func() {
 			var errb bytes.Buffer
@@ -102,7 +102,7 @@ func TestConcurrentInstallsWaitForEachOther(t *testing.T) {
 		}()
 		return done
 	}
-	first, second := &testkit.LockedBuffer{}, &testkit.LockedBuffer{}
+	first, second := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	a := run(first)
 	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(first.String(), "waiting for it") {
@@ -118,7 +118,7 @@ func TestConcurrentInstallsWaitForEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, out := range []*testkit.LockedBuffer{first, second} {
+	for _, out := range []*syncbuf.Buffer{first, second} {
 		if !strings.Contains(out.String(), "installed: "+filepath.Join(dir, "bin", "llama-server")) {
 			t.Errorf("install said %q", out.String())
 		}

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/visorhq/visor/engine"
@@ -136,22 +135,4 @@ func ReadEvents(r io.Reader) ([]Event, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// LockedBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
-type LockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *LockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *LockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

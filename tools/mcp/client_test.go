@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/visorhq/visor/internal/syncbuf"
 	"github.com/visorhq/visor/tools"
 	"github.com/visorhq/visor/tools/mcp"
 )
@@ -275,7 +275,7 @@ func TestHTTPServerRestartIsTransparent(t *testing.T) {
 	fresh()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().ServeHTTP(w, r) }))
 	t.Cleanup(ts.Close)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	c := connect(t, mcp.ServerConfig{Name: "web", URL: ts.URL, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	reg := registry(t, c)
 	if r := reg.Call(context.Background(), "web__echo", json.RawMessage(`{"text":"one"}`)); r.Text != "echo: one" {
@@ -288,23 +288,6 @@ func TestHTTPServerRestartIsTransparent(t *testing.T) {
 	if !strings.Contains(logs.String(), "lost the session") {
 		t.Fatalf("the call did not go through a reconnect: %s", logs.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestRegistryFollowsToolListChanges: a server that adds and withdraws tools at runtime announces it, and the
